@@ -1,0 +1,15 @@
+# cmake --install: library, header, and a bagua-config.cmake package for find_package(bagua).
+include(CMakePackageConfigHelpers)
+install(TARGETS bagua bagua_static EXPORT bagua-targets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/bagua DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS bagua-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(EXPORT bagua-targets NAMESPACE bagua:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/bagua)
+configure_package_config_file(cmake/bagua-config.cmake.in ${PROJECT_BINARY_DIR}/bagua-config.cmake
+                              INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/bagua)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/bagua-config-version.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/bagua-config.cmake ${PROJECT_BINARY_DIR}/bagua-config-version.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/bagua)

@@ -1,0 +1,27 @@
+#!/bin/bash
+# Installs the Debian packages bagua builds with, when any is missing. Idempotent and quiet when all is there.
+set -euo pipefail
+
+PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libhwloc-dev hwloc libfmt-dev catch2 libssl-dev iproute2)
+# Peers for the comparison benchmarks (perf/compare); not needed to build or test.
+if [ "${BAGUA_WITH_PEERS:-0}" = 1 ]; then
+  PACKAGES+=(openmpi-bin libopenmpi-dev libgloo-dev)
+fi
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,46 @@
+// The one guard every extern "C" entry point goes through: no C++ exception crosses the C boundary,
+// and every failure leaves a message for bagua_get_last_error.
+#pragma once
+
+#include <new>
+
+#include "bagua/bagua.h"
+#include "core/comm.h"
+#include "core/error.h"
+
+struct bagua_comm {
+  std::unique_ptr<bagua::Comm> impl;
+};
+
+namespace bagua {
+
+void record_error(bagua_comm* comm, const std::string& message);
+
+template <typename F>
+bagua_status_t guarded(bagua_comm* comm, const char* function, F&& body) {
+  try {
+    body();
+    return BAGUA_SUCCESS;
+  } catch (const Error& e) {
+    record_error(comm, fmt::format("{}: {}", function, e.what()));
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    record_error(comm, fmt::format("{}: out of memory", function));
+    return BAGUA_ERR_SYSTEM;
+  } catch (const std::exception& e) {
+    record_error(comm, fmt::format("{}: internal error: {}", function, e.what()));
+    return BAGUA_ERR_INTERNAL;
+  } catch (...) {
+    record_error(comm, fmt::format("{}: internal error (unknown exception)", function));
+    return BAGUA_ERR_INTERNAL;
+  }
+}
+
+// Argument checks; each throws INVALID_ARGUMENT naming the argument.
+template <typename T>
+void require_pointer(const T* p, const char* name) {
+  if (p == nullptr) fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is NULL", name);
+}
+Comm& require_comm(bagua_comm* comm);
+
+}  // namespace bagua

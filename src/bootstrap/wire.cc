@@ -1,0 +1,199 @@
+#include "bootstrap/wire.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace bagua {
+
+size_t frame_payload_cap(FrameType type) {
+  switch (type) {
+    case FrameType::kChallenge: return 64;
+    case FrameType::kHello: return 4096;
+    case FrameType::kWelcome: return 64;
+    case FrameType::kTable: return 64u << 20;
+    case FrameType::kError: return 4096;
+    case FrameType::kData: return 64u << 20;
+    case FrameType::kAbort: return 4096;
+    case FrameType::kBye: return 0;
+  }
+  return 0;
+}
+
+const char* frame_type_name(FrameType type) {
+  switch (type) {
+    case FrameType::kChallenge: return "CHALLENGE";
+    case FrameType::kHello: return "HELLO";
+    case FrameType::kWelcome: return "WELCOME";
+    case FrameType::kTable: return "TABLE";
+    case FrameType::kError: return "ERROR";
+    case FrameType::kData: return "DATA";
+    case FrameType::kAbort: return "ABORT";
+    case FrameType::kBye: return "BYE";
+  }
+  return "UNKNOWN";
+}
+
+static bool known_type(uint16_t type) { return type >= 1 && type <= 8; }
+
+Bytes encode_frame(FrameType type, const Bytes& payload) {
+  Writer w;
+  w.u32(kWireMagic);
+  w.u16(kWireVersion);
+  w.u16(static_cast<uint16_t>(type));
+  w.u32(static_cast<uint32_t>(payload.size()));
+  w.raw(payload.data(), payload.size());
+  return std::move(w.out());
+}
+
+size_t FrameParser::wanted() const {
+  if (state_ != State::kNeedMore) return 0;
+  if (header_have_ < kFrameHeaderSize) return kFrameHeaderSize - header_have_;
+  return payload_size_ - frame_.payload.size();
+}
+
+size_t FrameParser::feed(const uint8_t* data, size_t size) {
+  size_t used = 0;
+  while (state_ == State::kNeedMore && used < size) {
+    if (header_have_ < kFrameHeaderSize) {
+      size_t n = std::min(size - used, kFrameHeaderSize - header_have_);
+      std::memcpy(header_ + header_have_, data + used, n);
+      header_have_ += n;
+      used += n;
+      if (header_have_ < kFrameHeaderSize) break;
+      Reader r(header_, kFrameHeaderSize, "frame header");
+      uint32_t magic = r.u32();
+      uint16_t version = r.u16();
+      uint16_t type = r.u16();
+      uint32_t length = r.u32();
+      if (magic != kWireMagic) {
+        error_ = fmt::format("bad magic {:#010x}", magic);
+        state_ = State::kBad;
+      } else if (version != kWireVersion) {
+        error_ = fmt::format("protocol version {} (this side speaks {})", version, kWireVersion);
+        state_ = State::kBad;
+      } else if (!known_type(type)) {
+        error_ = fmt::format("unknown frame type {}", type);
+        state_ = State::kBad;
+      } else if (length > frame_payload_cap(static_cast<FrameType>(type))) {
+        error_ = fmt::format("{} frame of {} bytes exceeds its cap of {}", frame_type_name(static_cast<FrameType>(type)),
+                             length, frame_payload_cap(static_cast<FrameType>(type)));
+        state_ = State::kBad;
+      } else {
+        frame_.type = static_cast<FrameType>(type);
+        payload_size_ = length;
+        frame_.payload.clear();
+        frame_.payload.reserve(length);
+        if (length == 0) state_ = State::kFrame;
+      }
+      continue;
+    }
+    size_t n = std::min(size - used, payload_size_ - frame_.payload.size());
+    frame_.payload.insert(frame_.payload.end(), data + used, data + used + n);
+    used += n;
+    if (frame_.payload.size() == payload_size_) state_ = State::kFrame;
+  }
+  return used;
+}
+
+Frame FrameParser::take() {
+  Frame out = std::move(frame_);
+  frame_ = Frame{};
+  header_have_ = 0;
+  payload_size_ = 0;
+  state_ = State::kNeedMore;
+  return out;
+}
+
+void send_frame(Socket& sock, FrameType type, const Bytes& payload, Deadline deadline, const std::atomic<bool>* stop) {
+  Bytes frame = encode_frame(type, payload);
+  sock.send_all(frame.data(), frame.size(), deadline, stop);
+}
+
+Frame recv_frame(Socket& sock, Deadline deadline, const std::atomic<bool>* stop) {
+  FrameParser parser;
+  uint8_t buf[4096];
+  while (parser.state() == FrameParser::State::kNeedMore) {
+    // Never read past this frame: the next one may belong to another reader.
+    size_t want = std::min(parser.wanted(), sizeof(buf));
+    sock.recv_all(buf, want, deadline, stop);
+    parser.feed(buf, want);
+  }
+  if (parser.state() == FrameParser::State::kBad)
+    fail(BAGUA_ERR_REMOTE, "bad frame from {}: {}", sock.peer_address().str(), parser.error());
+  return parser.take();
+}
+
+Bytes encode_error(int32_t status, const std::string& message) {
+  Writer w;
+  w.i32(status);
+  w.str(message.substr(0, 2000));
+  return std::move(w.out());
+}
+
+void raise_error_frame(const Bytes& payload) {
+  Reader r(payload, "ERROR frame");
+  int32_t status = r.i32();
+  std::string message = r.str(2048);
+  if (status >= 0 || status < BAGUA_ERR_ABORTED) status = BAGUA_ERR_REMOTE;
+  throw Error(static_cast<bagua_status_t>(status), message);
+}
+
+void Writer::put(uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+void Writer::raw(const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  out_.insert(out_.end(), p, p + size);
+}
+
+void Writer::bytes(const Bytes& b) {
+  u32(static_cast<uint32_t>(b.size()));
+  raw(b.data(), b.size());
+}
+
+void Writer::str(const std::string& s) {
+  u32(static_cast<uint32_t>(s.size()));
+  raw(s.data(), s.size());
+}
+
+void Reader::malformed(const char* why) { fail(BAGUA_ERR_REMOTE, "malformed {}: {}", what_, why); }
+
+uint64_t Reader::get(int n) {
+  if (remaining() < static_cast<size_t>(n)) malformed("truncated");
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p_[i]) << (8 * i);
+  p_ += n;
+  return v;
+}
+
+void Reader::raw(void* out, size_t size) {
+  if (remaining() < size) malformed("truncated");
+  std::memcpy(out, p_, size);
+  p_ += size;
+}
+
+Bytes Reader::bytes(size_t cap) {
+  uint32_t n = u32();
+  if (n > cap) malformed("field longer than its cap");
+  if (n > remaining()) malformed("field longer than the message");
+  Bytes out(p_, p_ + n);
+  p_ += n;
+  return out;
+}
+
+std::string Reader::str(size_t cap) {
+  uint32_t n = u32();
+  if (n > cap) malformed("string longer than its cap");
+  if (n > remaining()) malformed("string longer than the message");
+  std::string out(reinterpret_cast<const char*>(p_), n);
+  p_ += n;
+  return out;
+}
+
+void Reader::expect_end() {
+  if (remaining() != 0) malformed("trailing bytes");
+}
+
+}  // namespace bagua

@@ -1,0 +1,82 @@
+#include "core/config.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace bagua {
+
+namespace {
+// FNV-1a: stable across builds and machines, unlike std::hash.
+uint64_t fnv1a(uint64_t hash, const void* data, size_t len) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < len; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  return hash;
+}
+}  // namespace
+
+bool parse_timeout_seconds(const std::string& text, int* timeout_ms) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  double seconds = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !std::isfinite(seconds) || seconds <= 0 || seconds > 86400.0 * 7)
+    return false;
+  *timeout_ms = std::max(1, static_cast<int>(std::lround(seconds * 1000)));
+  return true;
+}
+
+Config Config::from_env() {
+  Config config;
+  if (const char* text = std::getenv("BAGUA_TIMEOUT"); text && *text) {
+    if (!parse_timeout_seconds(text, &config.timeout_ms))
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_TIMEOUT='{}' is not a positive number of seconds", text);
+  }
+  if (const char* text = std::getenv("BAGUA_BIND"); text && *text) {
+    if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_BIND='{}' must be 0 or 1", text);
+    config.bind_numa = text[0] == '1';
+  }
+  if (const char* text = std::getenv("BAGUA_ALGO")) config.algo = text;
+  return config;
+}
+
+Config Config::from_user(const bagua_config_t* user) {
+  if (user == nullptr) return from_env();
+  if (user->magic != BAGUA_CONFIG_MAGIC)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "config magic is {:#x}, expected {:#x}: initialize it with BAGUA_CONFIG_INITIALIZER",
+         user->magic, BAGUA_CONFIG_MAGIC);
+  if (user->size < kMinConfigSize || user->size > (1u << 20))
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "config size {} is not a bagua_config_t size (at least {})", user->size,
+         kMinConfigSize);
+  if (user->version < BAGUA_VERSION(0, 1, 0))
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "config version {} predates bagua_config_t", user->version);
+
+  // Copy only what the caller's struct has; newer fields keep their initializer values.
+  bagua_config_t merged = BAGUA_CONFIG_INITIALIZER;
+  std::memcpy(&merged, user, std::min(user->size, sizeof(merged)));
+
+  Config config = from_env();
+  if (merged.timeout_ms != BAGUA_CONFIG_UNDEF_INT) {
+    if (merged.timeout_ms <= 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "config timeout_ms {} must be positive", merged.timeout_ms);
+    config.timeout_ms = merged.timeout_ms;
+  }
+  if (merged.bind_numa != BAGUA_CONFIG_UNDEF_INT) {
+    if (merged.bind_numa != 0 && merged.bind_numa != 1)
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "config bind_numa {} must be 0 or 1", merged.bind_numa);
+    config.bind_numa = merged.bind_numa == 1;
+  }
+  if (merged.comm_name != nullptr) config.comm_name = std::string(merged.comm_name, strnlen(merged.comm_name, 256));
+  return config;
+}
+
+uint64_t Config::agreement_hash() const {
+  uint64_t hash = 14695981039346656037ull;
+  int version = BAGUA_VERSION_CODE;
+  hash = fnv1a(hash, &version, sizeof(version));
+  hash = fnv1a(hash, algo.data(), algo.size());
+  return hash;
+}
+
+}  // namespace bagua

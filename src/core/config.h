@@ -1,0 +1,33 @@
+// Effective communicator configuration: the caller's bagua_config_t merged over the environment and defaults.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bagua/bagua.h"
+
+namespace bagua {
+
+struct Config {
+  int timeout_ms = 30000;
+  bool bind_numa = false;
+  std::string comm_name;
+  std::string algo;  // BAGUA_ALGO, used by algorithm selection
+
+  // Defaults overridden by BAGUA_TIMEOUT (seconds, may be fractional), BAGUA_BIND, BAGUA_ALGO.
+  static Config from_env();
+  // Validates a caller's struct as NCCL validates ncclConfig_t and merges it over from_env().
+  // Throws INVALID_ARGUMENT on a bad size, magic, version or field value.
+  static Config from_user(const bagua_config_t* user);
+
+  // Hash of everything that must agree across ranks (anything that steers algorithm choice).
+  uint64_t agreement_hash() const;
+};
+
+// Smallest bagua_config_t a caller may pass: the header fields plus timeout_ms.
+constexpr size_t kMinConfigSize = offsetof(bagua_config_t, timeout_ms) + sizeof(int);
+
+// Parses a decimal number of seconds ("30", "2.5") into milliseconds; false if malformed or out of range.
+bool parse_timeout_seconds(const std::string& text, int* timeout_ms);
+
+}  // namespace bagua

@@ -1,0 +1,110 @@
+// bagua_config_t validation, NCCL-style: magic and size first; an older caller's smaller struct works.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/config.h"
+#include "core/error.h"
+
+using namespace bagua;
+
+namespace {
+bagua_status_t status_of(const bagua_config_t* config) {
+  try {
+    Config::from_user(config);
+    return BAGUA_SUCCESS;
+  } catch (const Error& e) {
+    return e.status();
+  }
+}
+}  // namespace
+
+TEST_CASE("the initializer gives the defaults", "[config]") {
+  unsetenv("BAGUA_TIMEOUT");
+  bagua_config_t user = BAGUA_CONFIG_INITIALIZER;
+  Config config = Config::from_user(&user);
+  CHECK(config.timeout_ms == 30000);
+  CHECK_FALSE(config.bind_numa);
+  CHECK(Config::from_user(nullptr).timeout_ms == 30000);
+}
+
+TEST_CASE("set fields override the environment", "[config]") {
+  setenv("BAGUA_TIMEOUT", "2.5", 1);
+  bagua_config_t user = BAGUA_CONFIG_INITIALIZER;
+  CHECK(Config::from_user(&user).timeout_ms == 2500);
+  user.timeout_ms = 700;
+  user.comm_name = "grads";
+  Config config = Config::from_user(&user);
+  CHECK(config.timeout_ms == 700);
+  CHECK(config.comm_name == "grads");
+  unsetenv("BAGUA_TIMEOUT");
+}
+
+TEST_CASE("a caller built against an older, smaller struct still works", "[config]") {
+  // An old caller knew only size/magic/version/timeout_ms; the bytes after are not theirs.
+  struct OldConfig {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int timeout_ms;
+  };
+  unsigned char storage[sizeof(bagua_config_t)];
+  std::memset(storage, 0xEE, sizeof(storage));  // garbage where newer fields would be
+  OldConfig old{sizeof(OldConfig), BAGUA_CONFIG_MAGIC, BAGUA_VERSION(0, 1, 0), 1234};
+  std::memcpy(storage, &old, sizeof(old));
+  Config config = Config::from_user(reinterpret_cast<const bagua_config_t*>(storage));
+  CHECK(config.timeout_ms == 1234);
+  CHECK_FALSE(config.bind_numa);  // not read from the garbage
+  CHECK(config.comm_name.empty());
+}
+
+TEST_CASE("bad configs are invalid arguments", "[config]") {
+  bagua_config_t user = BAGUA_CONFIG_INITIALIZER;
+  SECTION("bad magic") {
+    user.magic = 0;
+    CHECK(status_of(&user) == BAGUA_ERR_INVALID_ARGUMENT);
+  }
+  SECTION("size too small") {
+    user.size = 8;
+    CHECK(status_of(&user) == BAGUA_ERR_INVALID_ARGUMENT);
+  }
+  SECTION("absurd size") {
+    user.size = size_t(1) << 40;
+    CHECK(status_of(&user) == BAGUA_ERR_INVALID_ARGUMENT);
+  }
+  SECTION("version before the struct existed") {
+    user.version = 5;
+    CHECK(status_of(&user) == BAGUA_ERR_INVALID_ARGUMENT);
+  }
+  SECTION("non-positive timeout") {
+    user.timeout_ms = 0;
+    CHECK(status_of(&user) == BAGUA_ERR_INVALID_ARGUMENT);
+  }
+  SECTION("bind_numa not 0 or 1") {
+    user.bind_numa = 7;
+    CHECK(status_of(&user) == BAGUA_ERR_INVALID_ARGUMENT);
+  }
+}
+
+TEST_CASE("BAGUA_TIMEOUT parsing", "[config]") {
+  int ms = 0;
+  CHECK(parse_timeout_seconds("30", &ms));
+  CHECK(ms == 30000);
+  CHECK(parse_timeout_seconds("0.25", &ms));
+  CHECK(ms == 250);
+  CHECK_FALSE(parse_timeout_seconds("", &ms));
+  CHECK_FALSE(parse_timeout_seconds("-1", &ms));
+  CHECK_FALSE(parse_timeout_seconds("10s", &ms));
+  CHECK_FALSE(parse_timeout_seconds("nan", &ms));
+  setenv("BAGUA_TIMEOUT", "soon", 1);
+  CHECK_THROWS_WITH(Config::from_env(), Catch::Contains("BAGUA_TIMEOUT"));
+  unsetenv("BAGUA_TIMEOUT");
+}
+
+TEST_CASE("the agreement hash follows BAGUA_ALGO", "[config]") {
+  Config a, b;
+  CHECK(a.agreement_hash() == b.agreement_hash());
+  b.algo = "allreduce:ring";
+  CHECK(a.agreement_hash() != b.agreement_hash());
+}

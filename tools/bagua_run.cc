@@ -1,0 +1,266 @@
+// bagua-run: starts N local ranks of a program with the BAGUA_* variables set, serves their rendezvous,
+// forwards SIGINT/SIGTERM, and when one rank fails stops the others and says which rank and how.
+//
+//   bagua-run -n N [--tag-output] [--keep-going] [--] prog args...
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bootstrap/hmac.h"
+#include "bootstrap/root_server.h"
+#include "core/error.h"
+
+namespace {
+
+volatile sig_atomic_t g_forward_signal = 0;
+void on_signal(int sig) { g_forward_signal = sig; }
+
+struct Options {
+  int nranks = 0;
+  bool tag_output = false;
+  bool keep_going = false;
+  std::vector<char*> argv;
+};
+
+[[noreturn]] void usage(const char* message) {
+  if (message) std::fprintf(stderr, "bagua-run: %s\n", message);
+  std::fprintf(stderr,
+               "usage: bagua-run -n N [--tag-output] [--keep-going] [--] program [args...]\n"
+               "  -n N          number of ranks to start on this host\n"
+               "  --tag-output  prefix every output line with [rank]\n"
+               "  --keep-going  when a rank fails, let the others finish instead of stopping them\n");
+  std::exit(2);
+}
+
+Options parse_options(int argc, char** argv) {
+  Options opt;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") { ++i; break; }
+    if (arg == "-n" || arg == "-np") {
+      if (i + 1 >= argc) usage("-n needs a number");
+      char* end = nullptr;
+      long n = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || n < 1 || n > 4096) usage("-n takes a number from 1 to 4096");
+      opt.nranks = static_cast<int>(n);
+    } else if (arg == "--tag-output") {
+      opt.tag_output = true;
+    } else if (arg == "--keep-going") {
+      opt.keep_going = true;
+    } else if (arg == "-h" || arg == "--help") {
+      usage(nullptr);
+    } else if (!arg.empty() && arg[0] == '-') {
+      usage(("unknown option " + arg).c_str());
+    } else {
+      break;
+    }
+  }
+  if (opt.nranks == 0) usage("-n is required");
+  if (i >= argc) usage("no program given");
+  for (; i < argc; ++i) opt.argv.push_back(argv[i]);
+  opt.argv.push_back(nullptr);
+  return opt;
+}
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+  int out_fd = -1;  // --tag-output pipes
+  int err_fd = -1;
+  std::string out_partial, err_partial;
+};
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return "ended";
+}
+
+bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+void pump_output(int& fd, std::string& partial, int rank, FILE* sink) {
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof(buf));
+  if (n <= 0) {
+    if (!partial.empty()) std::fprintf(sink, "[%d] %s\n", rank, partial.c_str());
+    partial.clear();
+    close(fd);
+    fd = -1;
+    return;
+  }
+  partial.append(buf, static_cast<size_t>(n));
+  size_t start = 0;
+  for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1)
+    std::fprintf(sink, "[%d] %.*s\n", rank, static_cast<int>(nl - start), partial.data() + start);
+  partial.erase(0, start);
+  std::fflush(sink);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt = parse_options(argc, argv);
+
+  // Serve the rendezvous here: the port comes from binding port 0, so it never collides.
+  bagua::Socket listener;
+  std::string secret_hex;
+  bagua::Bytes secret;
+  try {
+    bagua::SockAddr bind_addr = bagua::SockAddr::resolve("127.0.0.1", 0);
+    if (const char* ifname = std::getenv("BAGUA_SOCKET_IFNAME"); ifname && *ifname)
+      bind_addr = bagua::interface_address(ifname);
+    listener = bagua::Socket::listen(bind_addr);
+    secret = bagua::random_bytes(32);
+    secret_hex = bagua::to_hex(secret);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bagua-run: cannot start the rendezvous root: %s\n", e.what());
+    return 1;
+  }
+  std::string root_addr = listener.local_address().str();
+  std::atomic<bool> stop_root(false);
+  bagua::RootServer root(std::move(listener), secret, bagua::RootServer::Mode::kForever);
+  std::thread root_thread([&] {
+    try {
+      root.run(stop_root, 1 << 30);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bagua-run: rendezvous root stopped: %s\n", e.what());
+    }
+  });
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+
+  std::vector<Rank> ranks(opt.nranks);
+  for (int r = 0; r < opt.nranks; ++r) {
+    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+    if (opt.tag_output && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)) {
+      std::perror("bagua-run: pipe");
+      return 1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("bagua-run: fork");
+      return 1;
+    }
+    if (pid == 0) {
+      setpgid(0, 0);  // signals reach ranks through bagua-run only, never twice
+      if (opt.tag_output) {
+        dup2(out_pipe[1], 1);
+        dup2(err_pipe[1], 2);
+      }
+      setenv("BAGUA_RANK", std::to_string(r).c_str(), 1);
+      setenv("BAGUA_WORLD_SIZE", std::to_string(opt.nranks).c_str(), 1);
+      setenv("BAGUA_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("BAGUA_LOCAL_SIZE", std::to_string(opt.nranks).c_str(), 1);
+      setenv("BAGUA_ROOT_ADDR", root_addr.c_str(), 1);
+      setenv("BAGUA_ROOT_HOSTED", "1", 1);
+      setenv("BAGUA_SECRET", secret_hex.c_str(), 1);
+      execvp(opt.argv[0], opt.argv.data());
+      std::fprintf(stderr, "bagua-run: cannot run %s: %s\n", opt.argv[0], std::strerror(errno));
+      _exit(127);
+    }
+    setpgid(pid, pid);  // also here, so a signal sent before the child runs reaches its group
+    ranks[r].pid = pid;
+    ranks[r].running = true;
+    if (opt.tag_output) {
+      close(out_pipe[1]);
+      close(err_pipe[1]);
+      ranks[r].out_fd = out_pipe[0];
+      ranks[r].err_fd = err_pipe[0];
+    }
+  }
+
+  int running = opt.nranks;
+  int first_failed = -1;
+  bool stopping = false;
+  auto kill_deadline = std::chrono::steady_clock::time_point::max();
+  auto signal_all = [&](int sig) {
+    for (Rank& rank : ranks)
+      if (rank.running) kill(-rank.pid, sig);  // the rank's whole process group
+  };
+
+  while (running > 0 || (opt.tag_output && std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) {
+                           return r.out_fd >= 0 || r.err_fd >= 0;
+                         }))) {
+    if (int sig = g_forward_signal) {
+      g_forward_signal = 0;
+      signal_all(sig);
+      if (!stopping) {
+        stopping = true;
+        kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      }
+    }
+    if (opt.tag_output) {
+      std::vector<pollfd> fds;
+      std::vector<std::pair<int, bool>> owners;
+      for (int r = 0; r < opt.nranks; ++r) {
+        if (ranks[r].out_fd >= 0) { fds.push_back({ranks[r].out_fd, POLLIN, 0}); owners.push_back({r, true}); }
+        if (ranks[r].err_fd >= 0) { fds.push_back({ranks[r].err_fd, POLLIN, 0}); owners.push_back({r, false}); }
+      }
+      poll(fds.data(), fds.size(), 50);
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (!fds[i].revents) continue;
+        Rank& rank = ranks[owners[i].first];
+        if (owners[i].second) pump_output(rank.out_fd, rank.out_partial, owners[i].first, stdout);
+        else pump_output(rank.err_fd, rank.err_partial, owners[i].first, stderr);
+      }
+    } else {
+      usleep(20 * 1000);
+    }
+    for (;;) {
+      int status = 0;
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      for (int r = 0; r < opt.nranks; ++r) {
+        if (ranks[r].pid != pid || !ranks[r].running) continue;
+        ranks[r].running = false;
+        ranks[r].status = status;
+        --running;
+        if (failed(status) && first_failed < 0) {
+          first_failed = r;
+          std::fprintf(stderr, "bagua-run: rank %d (pid %d) %s\n", r, pid, describe_exit(status).c_str());
+          if (!opt.keep_going && !stopping) {
+            stopping = true;
+            signal_all(SIGTERM);
+            kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+          }
+        }
+      }
+    }
+    if (stopping && std::chrono::steady_clock::now() > kill_deadline) {
+      signal_all(SIGKILL);
+      kill_deadline = std::chrono::steady_clock::time_point::max();
+    }
+  }
+
+  stop_root.store(true);
+  root_thread.join();
+  int failures = 0;
+  for (const Rank& rank : ranks) failures += failed(rank.status);
+  if (first_failed < 0) return 0;
+  if (failures > 1)
+    std::fprintf(stderr, "bagua-run: %d of %d ranks failed; first: rank %d\n", failures, opt.nranks, first_failed);
+  int status = ranks[first_failed].status;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
+}
