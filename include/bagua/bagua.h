@@ -40,7 +40,27 @@ typedef enum {
   BAGUA_ERR_ABORTED = -9
 } bagua_status_t;
 
+typedef enum {
+  BAGUA_INT8 = 0,
+  BAGUA_UINT8 = 1,
+  BAGUA_INT32 = 2,
+  BAGUA_UINT32 = 3,
+  BAGUA_INT64 = 4,
+  BAGUA_UINT64 = 5,
+  BAGUA_FLOAT16 = 6,
+  BAGUA_BFLOAT16 = 7,
+  BAGUA_FLOAT32 = 8,
+  BAGUA_FLOAT64 = 9
+} bagua_datatype_t;
+
+/* Integer avg is the sum divided by nranks, truncating toward zero; signed overflow wraps.
+ * fp16/bf16 partial sums are computed in fp32 and rounded to the wire type once per hop. */
+typedef enum { BAGUA_SUM = 0, BAGUA_PROD = 1, BAGUA_MIN = 2, BAGUA_MAX = 3, BAGUA_AVG = 4 } bagua_redop_t;
+
 typedef struct bagua_comm* bagua_comm_t;
+/* A non-blocking operation on host memory. Finish it with bagua_wait, or bagua_test until done=1;
+ * either frees it. */
+typedef struct bagua_request* bagua_request_t;
 
 /* Opaque; produced by bagua_get_unique_id on one process and handed to every rank. */
 typedef struct {
@@ -49,7 +69,8 @@ typedef struct {
 
 /* Versioned communicator configuration. Start from BAGUA_CONFIG_INITIALIZER and set what you need;
  * a field left at its initializer value takes the environment or the built-in default.
- * A caller compiled against an older header passes a smaller size; the missing fields take defaults. */
+ * A caller compiled against an older header passes a smaller size; the missing fields take defaults.
+ * Fields are laid out without padding between them; new fields are only ever appended. */
 #define BAGUA_CONFIG_MAGIC 0xBA6C0F16u
 #define BAGUA_CONFIG_UNDEF_INT (-2147483647 - 1)
 typedef struct {
@@ -90,9 +111,54 @@ BAGUA_API bagua_status_t bagua_comm_size(bagua_comm_t comm, int* size);
 BAGUA_API bagua_status_t bagua_comm_local_rank(bagua_comm_t comm, int* local_rank);
 BAGUA_API bagua_status_t bagua_comm_local_size(bagua_comm_t comm, int* local_size);
 
-/* ---- collectives ---- */
-/* stream: a cudaStream_t as void*, used for device memory only; host calls complete before returning. */
+/* Operation kinds, the index into bagua_stats_t.ops. */
+typedef enum {
+  BAGUA_OPKIND_SEND = 0,
+  BAGUA_OPKIND_RECV = 1,
+  BAGUA_OPKIND_BARRIER = 2,
+  BAGUA_OPKIND_ALLREDUCE = 3,
+  BAGUA_OPKIND_COUNT = 16 /* room to grow without changing the struct */
+} bagua_opkind_t;
+
+/* Traffic counters. Set size = sizeof(bagua_stats_t) before the call (older callers pass less). */
+typedef struct {
+  size_t size;
+  uint64_t bytes_sent;        /* payload bytes this rank handed to the transport */
+  uint64_t bytes_received;    /* payload bytes this rank received */
+  uint64_t messages_sent;
+  uint64_t messages_received;
+  uint64_t ops[BAGUA_OPKIND_COUNT];        /* operations completed, by bagua_opkind_t */
+  uint64_t bytes_sent_by_op[BAGUA_OPKIND_COUNT];
+} bagua_stats_t;
+
+/* Poisoning error of the communicator (BAGUA_SUCCESS while healthy); checks for a dead peer without blocking. */
+BAGUA_API bagua_status_t bagua_comm_get_async_error(bagua_comm_t comm, bagua_status_t* async_error);
+BAGUA_API bagua_status_t bagua_comm_get_stats(bagua_comm_t comm, bagua_stats_t* stats);
+
+/* ---- operations ----
+ * stream: a cudaStream_t as void*, used for device memory only; host calls complete before returning.
+ * Device memory is detected per pointer and gives BAGUA_ERR_NOT_SUPPORTED until it is implemented. */
 BAGUA_API bagua_status_t bagua_barrier(bagua_comm_t comm, void* stream);
+/* In place when sendbuf == recvbuf; other overlaps are invalid. Every rank ends bitwise identical. */
+BAGUA_API bagua_status_t bagua_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                                         bagua_redop_t op, bagua_comm_t comm, void* stream);
+/* Point to point: the k-th send from A to B matches the k-th recv on B from A; counts must agree. */
+BAGUA_API bagua_status_t bagua_send(const void* buf, size_t count, bagua_datatype_t dtype, int peer,
+                                    bagua_comm_t comm, void* stream);
+BAGUA_API bagua_status_t bagua_recv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
+                                    void* stream);
+
+/* ---- non-blocking (host memory) ---- */
+BAGUA_API bagua_status_t bagua_iallreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                                          bagua_redop_t op, bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_isend(const void* buf, size_t count, bagua_datatype_t dtype, int peer,
+                                     bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_irecv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
+                                     bagua_request_t* req);
+/* Advances the request. done=1: it finished, is freed, and its status is returned. done=0: BAGUA_IN_PROGRESS. */
+BAGUA_API bagua_status_t bagua_test(bagua_request_t req, int* done);
+/* Waits (honouring the communicator timeout), frees the request, and returns its status. */
+BAGUA_API bagua_status_t bagua_wait(bagua_request_t req);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <new>
+#include <type_traits>
 
 #include "bagua/bagua.h"
 #include "core/comm.h"
@@ -16,11 +17,16 @@ namespace bagua {
 
 void record_error(bagua_comm* comm, const std::string& message);
 
+// body() returns void (success) or the status to return.
 template <typename F>
 bagua_status_t guarded(bagua_comm* comm, const char* function, F&& body) {
   try {
-    body();
-    return BAGUA_SUCCESS;
+    if constexpr (std::is_same_v<decltype(body()), bagua_status_t>) {
+      return body();
+    } else {
+      body();
+      return BAGUA_SUCCESS;
+    }
   } catch (const Error& e) {
     record_error(comm, fmt::format("{}: {}", function, e.what()));
     return e.status();

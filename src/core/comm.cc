@@ -5,8 +5,11 @@
 #include <fstream>
 #include <thread>
 
+#include <sched.h>
+
 #include "bootstrap/root_server.h"
 #include "core/logging.h"
+#include "transport/ucx/ucx_transport.h"
 
 namespace bagua {
 
@@ -83,6 +86,14 @@ std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& roo
 
   comm->ring_ =
       BootstrapRing::connect(rank, table, std::move(listener), root.secret, deadline, &comm->abort_requested_);
+
+  // One UCX worker per communicator; worker addresses travel over the bootstrap ring.
+  comm->transport_ = std::make_unique<UcxTransport>(rank, nranks, config.timeout_ms);
+  std::vector<Bytes> addresses = comm->ring_->allgather(comm->transport_->local_address(), deadline);
+  comm->transport_->connect(addresses);
+  comm->send_sequence_.assign(nranks, 0);
+  comm->recv_sequence_.assign(nranks, 0);
+  if (Logger::instance().enabled(LogLevel::kDebug)) BAGUA_DEBUG("transport lanes:\n{}", comm->transport_->describe());
   BAGUA_INFO("communicator {:#x}{}: rank {} of {}, local rank {} of {} on host {} of {}", comm->comm_id_,
              config.comm_name.empty() ? "" : " (" + config.comm_name + ")", rank, nranks, comm->local_rank(),
              comm->local_size(), comm->placement_.host_index, comm->placement_.nhosts);
@@ -90,10 +101,13 @@ std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& roo
 }
 
 Comm::~Comm() {
-  if (ring_) {
-    if (!poisoned()) ring_->say_goodbye();
-    ring_->shutdown();
-  }
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  bool healthy = !poisoned();
+  for (Operation* op : active_) op->fail(BAGUA_ERR_ABORTED, "the communicator was destroyed");
+  active_.clear();
+  if (ring_ && healthy) ring_->say_goodbye();
+  if (transport_) transport_->shutdown(healthy);
+  if (ring_) ring_->shutdown();
 }
 
 void Comm::check_usable() const {
@@ -115,14 +129,167 @@ void Comm::poison(bagua_status_t status, const std::string& message) {
   if (ring_) ring_->notify_failure(status, message);
 }
 
+void Comm::fail_everything(bagua_status_t status, const std::string& message) {
+  poison(status, message);
+  for (Operation* op : active_) op->fail(poison_status_.load(), message);
+  active_.clear();
+  watches_.clear();
+  // Nothing may write into user buffers once the error is reported.
+  if (transport_) transport_->shutdown(false);
+}
+
 void Comm::barrier() {
-  run_op([&] { ring_->barrier(op_deadline()); });
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  check_usable();
+  try {
+    ring_->barrier(op_deadline());
+    ++ops_completed_[BAGUA_OPKIND_BARRIER];
+  } catch (const Error& e) {
+    bagua_status_t status = abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status();
+    if (is_poisoning(status)) {
+      fail_everything(status, e.what());
+      check_usable();  // throws the poison error
+    }
+    throw;
+  }
 }
 
 void Comm::abort() {
   abort_requested_.store(true);
   poison(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
   if (ring_) ring_->shutdown();
+  // A blocked operation notices the flag within a poll slice and tears down itself; if none is running,
+  // tear down here.
+  std::unique_lock<std::timed_mutex> lock(engine_mutex_, std::defer_lock);
+  if (lock.try_lock_for(std::chrono::milliseconds(1500))) fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
+}
+
+void Comm::retire(Operation& op) {
+  if (op.state() == Operation::State::kDone) {
+    ++ops_completed_[op.kind()];
+    bytes_by_op_[op.kind()] += op.bytes_sent();
+  }
+  watches_.erase(std::remove_if(watches_.begin(), watches_.end(), [&](const auto& w) { return w.first == &op; }),
+                 watches_.end());
+}
+
+void Comm::progress_all() {
+  if (!transport_ || poisoned()) return;
+  transport_->progress();
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Operation* op = active_[i];
+    try {
+      op->advance(*transport_);
+    } catch (const Error& e) {
+      bagua_status_t status = abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status();
+      if (is_poisoning(status)) {
+        fail_everything(status, e.what());
+        return;
+      }
+      op->fail(status, e.what());
+    }
+  }
+  for (size_t i = 0; i < active_.size();) {
+    if (active_[i]->running()) {
+      ++i;
+      continue;
+    }
+    retire(*active_[i]);
+    active_.erase(active_.begin() + static_cast<long>(i));
+  }
+}
+
+void Comm::check_health_throttled() {
+  // One poll() per millisecond at most: the bootstrap ring reports a dead neighbour or a relayed failure.
+  Clock::time_point now = Clock::now();
+  if (now - last_health_check_ < std::chrono::milliseconds(1)) return;
+  last_health_check_ = now;
+  try {
+    ring_->check_health();
+  } catch (const Error& e) {
+    fail_everything(abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status(), e.what());
+  }
+}
+
+void Comm::check_watchdog(Operation& op) {
+  for (auto& [watched, watch] : watches_) {
+    if (watched != &op) continue;
+    Clock::time_point now = Clock::now();
+    if (op.events() != watch.events) {
+      watch.events = op.events();
+      watch.last_progress = now;
+    } else if (now - watch.last_progress > std::chrono::milliseconds(config_.timeout_ms)) {
+      fail_everything(BAGUA_ERR_TIMEOUT,
+                      fmt::format("{} made no progress for {:.1f} s (BAGUA_TIMEOUT); waiting for: {}",
+                                  op.description(), config_.timeout_ms / 1000.0, op.waiting_for()));
+    }
+    return;
+  }
+}
+
+void Comm::start(Operation& op) {
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  check_usable();
+  active_.push_back(&op);
+  watches_.push_back({&op, Watch{op.events(), Clock::now()}});
+  progress_all();
+}
+
+bool Comm::test(Operation& op) {
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  if (op.running()) {
+    if (abort_requested_.load()) fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
+    progress_all();
+    if (op.running()) check_health_throttled();
+    if (op.running()) check_watchdog(op);
+  }
+  if (op.state() == Operation::State::kFailed) throw Error(op.status(), op.error());
+  return op.state() == Operation::State::kDone;
+}
+
+void Comm::wait(Operation& op) {
+  // Spin while messages flow; when idle, yield the core (ranks may outnumber cores) and then nap briefly.
+  unsigned idle_rounds = 0;
+  uint64_t last_events = op.events();
+  while (!test(op)) {
+    if (op.events() != last_events) {
+      last_events = op.events();
+      idle_rounds = 0;
+      continue;
+    }
+    ++idle_rounds;
+    if (idle_rounds > 20000) usleep(50);
+    else if (idle_rounds > 200) sched_yield();
+  }
+}
+
+void Comm::forget(Operation& op) {
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  active_.erase(std::remove(active_.begin(), active_.end(), &op), active_.end());
+  retire(op);
+}
+
+bagua_status_t Comm::async_error() {
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  if (!poisoned()) check_health_throttled();
+  return poison_status_.load();
+}
+
+bagua_stats_t Comm::stats() const {
+  bagua_stats_t out{};
+  out.size = sizeof(out);
+  if (transport_) {
+    const TransportCounters& c = transport_->counters();
+    out.bytes_sent = c.bytes_sent;
+    out.bytes_received = c.bytes_received;
+    out.messages_sent = c.messages_sent;
+    out.messages_received = c.messages_received;
+  }
+  for (int k = 0; k < BAGUA_OPKIND_COUNT; ++k) {
+    out.ops[k] = ops_completed_[k];
+    out.bytes_sent_by_op[k] = bytes_by_op_[k];
+  }
+  return out;
 }
 
 void Comm::set_last_error(const std::string& message) {

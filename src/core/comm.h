@@ -10,10 +10,12 @@
 
 #include "bagua/bagua.h"
 #include "bootstrap/rendezvous.h"
+#include "algorithms/operation.h"
 #include "bootstrap/ring.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "topology/host_identity.h"
+#include "transport/transport.h"
 
 namespace bagua {
 
@@ -41,22 +43,26 @@ class Comm {
   const std::vector<RankInfo>& ranks() const { return ranks_; }
   Deadline op_deadline() const { return Deadline::after_ms(config_.timeout_ms); }
 
-  // Runs one operation: refuses on a poisoned communicator, and poisons it when the operation fails
-  // with TIMEOUT, REMOTE or ABORTED.
-  template <typename F>
-  void run_op(F&& body) {
-    check_usable();
-    try {
-      body();
-    } catch (const Error& e) {
-      if (is_poisoning(e.status())) poison(e.status(), e.what());
-      throw;
-    }
-  }
-
   void barrier();
   // From any thread: poison with ABORTED and wake whatever is blocked.
   void abort();
+
+  // Progress engine. start() registers an operation and advances it once; test() drives everything and
+  // says whether `op` finished; wait() blocks until it does. Both throw the operation's error. An operation
+  // that makes no progress for the timeout fails with TIMEOUT, naming what it waits for.
+  void start(Operation& op);
+  bool test(Operation& op);
+  void wait(Operation& op);
+  // Releases an operation the caller no longer tracks (finished or failed).
+  void forget(Operation& op);
+
+  uint64_t next_collective_sequence() { return collective_sequence_++; }
+  uint64_t next_send_sequence(int peer) { return send_sequence_[peer]++; }
+  uint64_t next_recv_sequence(int peer) { return recv_sequence_[peer]++; }
+  // Poisoning status after a non-blocking check of the neighbours (bagua_comm_get_async_error).
+  bagua_status_t async_error();
+  bagua_stats_t stats() const;
+  Transport* transport() { return transport_.get(); }
   void check_usable() const;
   bool poisoned() const { return poison_status_.load() != BAGUA_SUCCESS; }
   bagua_status_t poison_status() const { return poison_status_.load(); }
@@ -81,6 +87,28 @@ class Comm {
   std::vector<RankInfo> ranks_;
   LocalPlacement placement_;
   std::unique_ptr<BootstrapRing> ring_;
+  std::unique_ptr<Transport> transport_;
+
+  // Engine state, used by one thread at a time; abort() takes engine_mutex_ to tear down safely.
+  std::timed_mutex engine_mutex_;
+  std::vector<Operation*> active_;
+  struct Watch {
+    uint64_t events = 0;
+    Clock::time_point last_progress;
+  };
+  std::vector<std::pair<Operation*, Watch>> watches_;
+  uint64_t collective_sequence_ = 0;
+  std::vector<uint64_t> send_sequence_;
+  std::vector<uint64_t> recv_sequence_;
+  Clock::time_point last_health_check_{};
+  uint64_t ops_completed_[BAGUA_OPKIND_COUNT] = {};
+  uint64_t bytes_by_op_[BAGUA_OPKIND_COUNT] = {};
+
+  void progress_all();
+  void check_health_throttled();
+  void check_watchdog(Operation& op);
+  void fail_everything(bagua_status_t status, const std::string& message);
+  void retire(Operation& op);
 
   std::atomic<bool> abort_requested_{false};
   std::atomic<bagua_status_t> poison_status_{BAGUA_SUCCESS};

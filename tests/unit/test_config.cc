@@ -51,7 +51,8 @@ TEST_CASE("a caller built against an older, smaller struct still works", "[confi
   };
   unsigned char storage[sizeof(bagua_config_t)];
   std::memset(storage, 0xEE, sizeof(storage));  // garbage where newer fields would be
-  OldConfig old{sizeof(OldConfig), BAGUA_CONFIG_MAGIC, BAGUA_VERSION(0, 1, 0), 1234};
+  // Its size is where its last field ends; anything past that (tail padding included) is not the library's.
+  OldConfig old{kMinConfigSize, BAGUA_CONFIG_MAGIC, BAGUA_VERSION(0, 1, 0), 1234};
   std::memcpy(storage, &old, sizeof(old));
   Config config = Config::from_user(reinterpret_cast<const bagua_config_t*>(storage));
   CHECK(config.timeout_ms == 1234);

@@ -1,0 +1,57 @@
+// An operation in flight: a state machine over transfers that the communicator's progress engine advances.
+// Every blocking call is post + wait on one of these; non-blocking calls hand it out as a request.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bagua/bagua.h"
+#include "transport/transport.h"
+
+namespace bagua {
+
+class Operation {
+ public:
+  enum class State { kRunning, kDone, kFailed };
+
+  Operation(bagua_opkind_t kind, std::string description) : kind_(kind), description_(std::move(description)) {}
+  virtual ~Operation() = default;
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  // Posts and completes as much as it can without blocking; calls finish() at the end.
+  // Throws Error when a transfer fails.
+  virtual void advance(Transport& transport) = 0;
+
+  State state() const { return state_; }
+  bool running() const { return state_ == State::kRunning; }
+  bagua_opkind_t kind() const { return kind_; }
+  const std::string& description() const { return description_; }
+  bagua_status_t status() const { return status_; }
+  const std::string& error() const { return error_; }
+  uint64_t events() const { return events_; }
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  // Which transfers are still pending, for timeout messages ("receive of 4096 bytes from rank 3").
+  std::string waiting_for() const;
+
+  void fail(bagua_status_t status, const std::string& message);
+
+ protected:
+  void finish() { state_ = State::kDone; }
+  // Checks a transfer; true once it is done. Counts the completion as progress; throws when it failed.
+  bool poll(Transport& transport, Transfer& transfer);
+  void post_send(Transport& transport, Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes);
+  void post_recv(Transport& transport, Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes);
+
+ private:
+  bagua_opkind_t kind_;
+  std::string description_;
+  State state_ = State::kRunning;
+  bagua_status_t status_ = BAGUA_SUCCESS;
+  std::string error_;
+  uint64_t events_ = 0;
+  uint64_t bytes_sent_ = 0;
+  std::vector<const Transfer*> watched_;
+};
+
+}  // namespace bagua

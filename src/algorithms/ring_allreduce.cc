@@ -1,0 +1,117 @@
+#include "algorithms/ring_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/patterns/ring.h"
+#include "algorithms/tags.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/dtype.h"
+
+namespace bagua {
+
+RingAllreduce::RingAllreduce(const RingAllreduceArgs& args, std::string description)
+    : Operation(BAGUA_OPKIND_ALLREDUCE, std::move(description)), args_(args) {
+  elem_size_ = datatype_size(args.dtype);
+  segment_elems_ = std::max<size_t>(1, args.segment_bytes / elem_size_);
+  size_t largest_chunk = ring::chunk_size(args.count, args.nranks, 0);
+  segments_ = std::max<uint64_t>(1, (largest_chunk + segment_elems_ - 1) / segment_elems_);
+  total_units_ = args.nranks > 1 ? 2ull * (args.nranks - 1) * segments_ : 0;
+  args_.window = std::max(1, args.window);
+  slots_.resize(args_.window);
+}
+
+RingAllreduce::UnitPlan RingAllreduce::plan(uint64_t unit) const {
+  const int n = args_.nranks;
+  const int r = args_.rank;
+  int t = static_cast<int>(unit / segments_);
+  uint64_t j = unit % segments_;
+  int send_chunk, recv_chunk;
+  bool reduce = t < n - 1;
+  if (reduce) {
+    send_chunk = ring::reduce_scatter_send_chunk(r, n, t);
+    recv_chunk = ring::reduce_scatter_recv_chunk(r, n, t);
+  } else {
+    send_chunk = ring::allgather_send_chunk(r, n, t - (n - 1));
+    recv_chunk = ring::allgather_recv_chunk(r, n, t - (n - 1));
+  }
+  auto segment = [&](int chunk, size_t* offset, size_t* count) {
+    size_t begin = ring::chunk_begin(args_.count, n, chunk);
+    size_t size = ring::chunk_size(args_.count, n, chunk);
+    size_t seg_begin = std::min<size_t>(size, j * segment_elems_);
+    size_t seg_end = std::min<size_t>(size, (j + 1) * segment_elems_);
+    *offset = begin + seg_begin;
+    *count = seg_end - seg_begin;
+  };
+  UnitPlan p{};
+  segment(send_chunk, &p.send_offset, &p.send_count);
+  segment(recv_chunk, &p.recv_offset, &p.recv_count);
+  p.reduce = reduce;
+  p.owner_final = t == n - 2;
+  return p;
+}
+
+void RingAllreduce::post_unit(Transport& transport, uint64_t unit) {
+  Slot& slot = slots_[unit % slots_.size()];
+  slot.unit = unit;
+  UnitPlan p = plan(unit);
+  const int n = args_.nranks;
+  auto* base = static_cast<uint8_t*>(args_.recvbuf);
+  uint64_t recv_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, ring::prev(args_.rank, n));
+  uint64_t send_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, args_.rank);
+  void* recv_into = p.reduce ? scratch_.data() + (unit % slots_.size()) * segment_elems_ * elem_size_
+                             : base + p.recv_offset * elem_size_;
+  post_recv(transport, slot.recv, ring::prev(args_.rank, n), recv_tag, recv_into, p.recv_count * elem_size_);
+  post_send(transport, slot.send, ring::next(args_.rank, n), send_tag, base + p.send_offset * elem_size_,
+            p.send_count * elem_size_);
+}
+
+bool RingAllreduce::complete_unit(Transport& transport, uint64_t unit) {
+  Slot& slot = slots_[unit % slots_.size()];
+  bool received = poll(transport, slot.recv);
+  bool sent = poll(transport, slot.send);
+  if (!received || !sent) return false;
+  UnitPlan p = plan(unit);
+  if (p.reduce) {
+    auto* dst = static_cast<uint8_t*>(args_.recvbuf) + p.recv_offset * elem_size_;
+    const uint8_t* src = scratch_.data() + (unit % slots_.size()) * segment_elems_ * elem_size_;
+    reduce_into(dst, src, p.recv_count, args_.dtype, args_.op);
+    if (p.owner_final && args_.op == BAGUA_AVG) divide_by(dst, p.recv_count, args_.dtype, args_.nranks);
+  }
+  return true;
+}
+
+void RingAllreduce::advance(Transport& transport) {
+  if (!started_) {
+    started_ = true;
+    if (args_.sendbuf != args_.recvbuf && args_.count > 0)
+      std::memcpy(args_.recvbuf, args_.sendbuf, args_.count * elem_size_);
+    if (total_units_ == 0) {  // one rank: the reduction of one contribution
+      if (args_.op == BAGUA_AVG) divide_by(args_.recvbuf, args_.count, args_.dtype, args_.nranks);
+      finish();
+      return;
+    }
+    scratch_.resize(slots_.size() * segment_elems_ * elem_size_);
+  }
+  for (;;) {
+    bool moved = false;
+    // Post while the window has room and the unit's data is ready (unit - segments_ is complete).
+    while (next_post_ < total_units_ && next_post_ - head_ < slots_.size() &&
+           (next_post_ < segments_ || next_post_ - segments_ < head_)) {
+      post_unit(transport, next_post_++);
+      moved = true;
+    }
+    // Complete units in order.
+    while (head_ < next_post_ && complete_unit(transport, head_)) {
+      ++head_;
+      moved = true;
+    }
+    if (head_ == total_units_) {
+      finish();
+      return;
+    }
+    if (!moved) return;
+  }
+}
+
+}  // namespace bagua

@@ -1,0 +1,63 @@
+// Transport interface: tagged, non-blocking point-to-point messages between the ranks of one communicator.
+// Algorithms post Transfers and poll them; the transport never blocks and never calls back into them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bagua/bagua.h"
+#include "bootstrap/wire.h"
+
+namespace bagua {
+
+// One posted send or receive. Owned by the operation that posted it; must outlive its completion or
+// its cancellation by Transport::shutdown.
+struct Transfer {
+  enum class State { kIdle, kPending, kDone, kFailed };
+  State state = State::kIdle;
+  bool is_send = false;
+  int peer = -1;
+  uint64_t tag = 0;
+  size_t bytes = 0;
+  void* handle = nullptr;  // transport-specific request
+  bagua_status_t failure = BAGUA_SUCCESS;  // when kFailed: REMOTE, INVALID_USAGE (size mismatch) or ABORTED
+  std::string error;                       // when kFailed: why
+};
+
+struct TransportCounters {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // This rank's address blob, exchanged with the others over the bootstrap.
+  virtual Bytes local_address() = 0;
+  // Creates endpoints to every rank (addresses indexed by rank, including this one).
+  virtual void connect(const std::vector<Bytes>& addresses) = 0;
+
+  virtual void post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes) = 0;
+  virtual void post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) = 0;
+  // Updates transfer.state; a receive of the wrong length fails with an explanation.
+  virtual void check(Transfer& transfer) = 0;
+  // Drives communication; returns how much happened (0 when idle).
+  virtual unsigned progress() = 0;
+  // A peer's connection failed: its status text, or empty while healthy.
+  virtual std::string peer_failure(int peer) const = 0;
+
+  // Cancels every pending transfer (they end kFailed), closes endpoints and frees the transport's resources.
+  // graceful: flush first (bounded by a short timeout). Idempotent; nothing writes into user memory after.
+  virtual void shutdown(bool graceful) = 0;
+
+  virtual const TransportCounters& counters() const = 0;
+  // Which transports serve which peers, for logs and docs.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace bagua
