@@ -169,6 +169,10 @@ void Comm::retire(Operation& op) {
     ++ops_completed_[op.kind()];
     bytes_by_op_[op.kind()] += op.bytes_sent();
   }
+  unwatch(op);
+}
+
+void Comm::unwatch(Operation& op) {
   watches_.erase(std::remove_if(watches_.begin(), watches_.end(), [&](const auto& w) { return w.first == &op; }),
                  watches_.end());
 }
@@ -266,7 +270,7 @@ void Comm::wait(Operation& op) {
 void Comm::forget(Operation& op) {
   std::lock_guard<std::timed_mutex> lock(engine_mutex_);
   active_.erase(std::remove(active_.begin(), active_.end(), &op), active_.end());
-  retire(op);
+  unwatch(op);
 }
 
 bagua_status_t Comm::async_error() {

@@ -108,7 +108,8 @@ class Comm {
   void check_health_throttled();
   void check_watchdog(Operation& op);
   void fail_everything(bagua_status_t status, const std::string& message);
-  void retire(Operation& op);
+  void retire(Operation& op);  // counts a finished operation in the stats, then unwatch()
+  void unwatch(Operation& op);
 
   std::atomic<bool> abort_requested_{false};
   std::atomic<bagua_status_t> poison_status_{BAGUA_SUCCESS};

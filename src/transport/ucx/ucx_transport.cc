@@ -124,8 +124,12 @@ void UcxTransport::post_recv(Transfer& transfer, int peer, uint64_t tag, void* d
   transfer.tag = tag;
   transfer.bytes = bytes;
   ucp_request_param_t param{};
+  // Always a request: UCX 1.13 does not fill recv_info on immediate completion, and we need the length.
+  param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   ucs_status_ptr_t request = ucp_tag_recv_nbx(worker_, data, bytes, tag, ~uint64_t(0), &param);
-  if (UCS_PTR_IS_ERR(request)) {
+  if (request == nullptr) {
+    finish(transfer, UCS_ERR_NO_MESSAGE, 0);
+  } else if (UCS_PTR_IS_ERR(request)) {
     finish(transfer, UCS_PTR_STATUS(request), 0);
   } else {
     transfer.state = Transfer::State::kPending;
