@@ -8,6 +8,7 @@
 #include "bagua/bagua.h"
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/logging.h"
 
 struct bagua_comm {
   std::unique_ptr<bagua::Comm> impl;
@@ -20,6 +21,7 @@ void record_error(bagua_comm* comm, const std::string& message);
 // body() returns void (success) or the status to return.
 template <typename F>
 bagua_status_t guarded(bagua_comm* comm, const char* function, F&& body) {
+  if (comm != nullptr && comm->impl) set_log_rank(comm->impl->rank());
   try {
     if constexpr (std::is_same_v<decltype(body()), bagua_status_t>) {
       return body();

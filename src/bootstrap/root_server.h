@@ -25,6 +25,7 @@ class RootServer {
   void run(const std::atomic<bool>& stop, int idle_limit_ms);
   static void start_detached(Socket listener, Bytes secret, Mode mode, int idle_limit_ms);
 
+  const std::string& address() const { return address_; }
   size_t refused_connections() const { return acceptor_.refused(); }
   size_t pending_handshakes() const { return acceptor_.pending(); }
 

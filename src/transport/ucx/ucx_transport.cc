@@ -226,9 +226,11 @@ void UcxTransport::shutdown(bool graceful) {
     shut_down_ = true;
     return;
   }
-  // Cancel what is pending so that nothing lands in user memory after we return.
-  std::vector<Transfer*> pending(pending_.begin(), pending_.end());
-  for (Transfer* transfer : pending) ucp_request_cancel(worker_, transfer->handle);
+  // Cancel what is pending so that nothing lands in user memory after we return. Receives are cancelled
+  // directly; a forced endpoint close completes the sends on it (a dead peer would never acknowledge them).
+  for (Transfer* transfer : std::vector<Transfer*>(pending_.begin(), pending_.end()))
+    if (!transfer->is_send) ucp_request_cancel(worker_, transfer->handle);
+  if (!graceful) close_endpoints(false);
   Deadline deadline = Deadline::after_ms(kCloseTimeoutMs);
   while (!pending_.empty() && !deadline.expired()) {
     ucp_worker_progress(worker_);
@@ -242,7 +244,7 @@ void UcxTransport::shutdown(bool graceful) {
     transfer->handle = nullptr;
   }
   pending_.clear();
-  close_endpoints(graceful);
+  if (graceful) close_endpoints(true);
   ucp_worker_destroy(worker_);
   worker_ = nullptr;
   ucp_cleanup(context_);
