@@ -59,7 +59,7 @@ void RingAllreduce::post_unit(Transport& transport, uint64_t unit) {
   auto* base = static_cast<uint8_t*>(args_.recvbuf);
   uint64_t recv_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, ring::prev(args_.rank, n));
   uint64_t send_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, args_.rank);
-  void* recv_into = p.reduce ? scratch_.data() + (unit % slots_.size()) * segment_elems_ * elem_size_
+  void* recv_into = p.reduce ? scratch_.get() + (unit % slots_.size()) * slot_elems_ * elem_size_
                              : base + p.recv_offset * elem_size_;
   post_recv(transport, slot.recv, ring::prev(args_.rank, n), recv_tag, recv_into, p.recv_count * elem_size_);
   post_send(transport, slot.send, ring::next(args_.rank, n), send_tag, base + p.send_offset * elem_size_,
@@ -74,7 +74,7 @@ bool RingAllreduce::complete_unit(Transport& transport, uint64_t unit) {
   UnitPlan p = plan(unit);
   if (p.reduce) {
     auto* dst = static_cast<uint8_t*>(args_.recvbuf) + p.recv_offset * elem_size_;
-    const uint8_t* src = scratch_.data() + (unit % slots_.size()) * segment_elems_ * elem_size_;
+    const uint8_t* src = scratch_.get() + (unit % slots_.size()) * slot_elems_ * elem_size_;
     reduce_into(dst, src, p.recv_count, args_.dtype, args_.op);
     if (p.owner_final && args_.op == BAGUA_AVG) divide_by(dst, p.recv_count, args_.dtype, args_.nranks);
   }
@@ -91,7 +91,9 @@ void RingAllreduce::advance(Transport& transport) {
       finish();
       return;
     }
-    scratch_.resize(slots_.size() * segment_elems_ * elem_size_);
+    // A slot holds one segment; small messages need no more than their largest chunk.
+    slot_elems_ = std::min(segment_elems_, ring::chunk_size(args_.count, args_.nranks, 0));
+    scratch_.reset(new uint8_t[std::max<size_t>(1, slots_.size() * slot_elems_ * elem_size_)]);
   }
   for (;;) {
     bool moved = false;

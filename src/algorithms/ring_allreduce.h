@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "algorithms/operation.h"
@@ -58,7 +59,8 @@ class RingAllreduce : public Operation {
   uint64_t next_post_ = 0;
   uint64_t head_ = 0;  // first unit not yet complete
   std::vector<Slot> slots_;
-  std::vector<uint8_t> scratch_;
+  std::unique_ptr<uint8_t[]> scratch_;  // window slots of one segment each, left uninitialized
+  size_t slot_elems_ = 0;
   bool started_ = false;
 };
 

@@ -1,0 +1,174 @@
+#include "perf/perf_driver.h"
+
+#include <getopt.h>
+#include <strings.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "common/exact_data.h"
+#include "kernels/dtype.h"
+
+namespace bagua::perf {
+
+namespace {
+
+size_t parse_size(const char* text) {
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  switch (*end) {
+    case 'K': case 'k': value *= 1024; break;
+    case 'M': case 'm': value *= 1024 * 1024; break;
+    case 'G': case 'g': value *= 1024.0 * 1024 * 1024; break;
+    default: break;
+  }
+  return static_cast<size_t>(value);
+}
+
+bool parse_dtype(const char* text, bagua_datatype_t* out) {
+  struct Alias {
+    const char* name;
+    bagua_datatype_t type;
+  };
+  static const Alias kAliases[] = {{"int8", BAGUA_INT8},         {"uint8", BAGUA_UINT8},     {"int32", BAGUA_INT32},
+                                   {"int", BAGUA_INT32},         {"uint32", BAGUA_UINT32},   {"int64", BAGUA_INT64},
+                                   {"uint64", BAGUA_UINT64},     {"float16", BAGUA_FLOAT16}, {"half", BAGUA_FLOAT16},
+                                   {"bfloat16", BAGUA_BFLOAT16}, {"float32", BAGUA_FLOAT32}, {"float", BAGUA_FLOAT32},
+                                   {"float64", BAGUA_FLOAT64},   {"double", BAGUA_FLOAT64}};
+  for (const Alias& a : kAliases)
+    if (strcasecmp(text, a.name) == 0) {
+      *out = a.type;
+      return true;
+    }
+  return false;
+}
+
+bool parse_op(const char* text, bagua_redop_t* out) {
+  for (int o = 0; o < kNumRedops; ++o)
+    if (strcasecmp(text, redop_name(static_cast<bagua_redop_t>(o))) == 0) {
+      *out = static_cast<bagua_redop_t>(o);
+      return true;
+    }
+  return false;
+}
+
+[[noreturn]] void usage(const char* tool) {
+  std::fprintf(stderr,
+               "usage: %s [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op]\n"
+               "  run under a launcher, e.g. bagua-run -n 2 %s -b 4K -e 64M -f 4\n",
+               tool, tool);
+  std::exit(2);
+}
+
+PerfArgs parse_args(int argc, char** argv) {
+  PerfArgs args;
+  int c;
+  while ((c = getopt(argc, argv, "b:e:f:n:w:c:d:o:h")) != -1) {
+    switch (c) {
+      case 'b': args.min_bytes = parse_size(optarg); break;
+      case 'e': args.max_bytes = parse_size(optarg); break;
+      case 'f': args.factor = std::atof(optarg); break;
+      case 'n': args.iterations = std::atoi(optarg); break;
+      case 'w': args.warmup = std::atoi(optarg); break;
+      case 'c': args.check = std::atoi(optarg) != 0; break;
+      case 'd': if (!parse_dtype(optarg, &args.dtype)) usage(argv[0]); break;
+      case 'o': if (!parse_op(optarg, &args.op)) usage(argv[0]); break;
+      default: usage(argv[0]);
+    }
+  }
+  if (args.factor <= 1.0 || args.iterations < 1 || args.warmup < 0 || args.min_bytes > args.max_bytes) usage(argv[0]);
+  return args;
+}
+
+struct Measurement {
+  double micros = 0;     // average per iteration, slowest rank
+  long long wrong = 0;   // wrong elements, summed over ranks
+};
+
+#define PERF_OK(call)                                                                                      \
+  do {                                                                                                     \
+    bagua_status_t s_ = (call);                                                                            \
+    if (s_ != BAGUA_SUCCESS) {                                                                             \
+      std::fprintf(stderr, "%s: %s: %s\n", #call, bagua_status_string(s_), bagua_get_last_error(nullptr)); \
+      std::exit(1);                                                                                        \
+    }                                                                                                      \
+  } while (0)
+
+Measurement measure(const PerfOp& op, const PerfArgs& args, bagua_comm_t comm, int rank, int nranks, size_t count,
+                    bool in_place, std::vector<unsigned char>& send, std::vector<unsigned char>& recv) {
+  void* recvbuf = in_place ? send.data() : recv.data();
+  for (int i = 0; i < args.warmup; ++i) PERF_OK(op.run(send.data(), recvbuf, count, args, comm));
+  PERF_OK(bagua_barrier(comm, nullptr));
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < args.iterations; ++i) PERF_OK(op.run(send.data(), recvbuf, count, args, comm));
+  double micros = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+                  args.iterations;
+  Measurement m;
+  PERF_OK(bagua_allreduce(&micros, &m.micros, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
+  if (args.check) {
+    // One more run on inputs whose result is exact (tests/common/exact_data.h), compared bit for bit.
+    bagua_redop_t check_op = op.uses_op ? args.op : BAGUA_SUM;
+    testing::fill_input(send.data(), count, args.dtype, check_op, rank);
+    PERF_OK(op.run(send.data(), recvbuf, count, args, comm));
+    long long wrong = 0;
+    size_t size = datatype_size(args.dtype);
+    unsigned char want[8];
+    for (size_t i = 0; i < count; ++i) {
+      testing::expected_value(want, i, args.dtype, check_op, nranks);
+      if (std::memcmp(static_cast<unsigned char*>(recvbuf) + i * size, want, size) != 0) ++wrong;
+    }
+    PERF_OK(bagua_allreduce(&wrong, &m.wrong, 1, BAGUA_INT64, BAGUA_SUM, comm, nullptr));
+  }
+  return m;
+}
+
+}  // namespace
+
+int run_perf(int argc, char** argv, const PerfOp& op) {
+  PerfArgs args = parse_args(argc, argv);
+  bagua_comm_t comm = nullptr;
+  PERF_OK(bagua_comm_init_from_env(&comm));
+  int rank = 0, nranks = 1;
+  PERF_OK(bagua_comm_rank(comm, &rank));
+  PERF_OK(bagua_comm_size(comm, &nranks));
+  size_t elem = datatype_size(args.dtype);
+  if (rank == 0) {
+    std::printf("# bagua %s_perf: %d ranks, %d iterations, %d warm-up, check %d\n", op.name, nranks, args.iterations,
+                args.warmup, args.check ? 1 : 0);
+    std::printf("#%53s %38s %38s\n", "", "out-of-place", "in-place");
+    std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
+                "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
+                "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  }
+  long long total_wrong = 0;
+  for (size_t bytes = args.min_bytes; bytes <= args.max_bytes;) {
+    size_t count = bytes / elem;
+    std::vector<unsigned char> send(count * elem, 0), recv(count * elem, 0);
+    testing::fill_input(send.data(), count, args.dtype, op.uses_op ? args.op : BAGUA_SUM, rank);
+    Measurement oop = measure(op, args, comm, rank, nranks, count, false, send, recv);
+    Measurement inp = measure(op, args, comm, rank, nranks, count, true, send, recv);
+    total_wrong += oop.wrong + inp.wrong;
+    if (rank == 0) {
+      double gb = static_cast<double>(count * elem) / 1e9;
+      double factor = op.busbw_factor(nranks);
+      auto algbw = [&](double us) { return gb / (us / 1e6); };
+      std::printf("  %10zu %12zu %8s %6s %6d %9.2f %7.2f %7.2f %6lld %9.2f %7.2f %7.2f %6lld\n", count * elem, count,
+                  datatype_name(args.dtype), op.uses_op ? redop_name(args.op) : "none", -1, oop.micros,
+                  algbw(oop.micros), algbw(oop.micros) * factor, args.check ? oop.wrong : -1LL, inp.micros,
+                  algbw(inp.micros), algbw(inp.micros) * factor, args.check ? inp.wrong : -1LL);
+      std::fflush(stdout);
+    }
+    size_t next = static_cast<size_t>(static_cast<double>(bytes) * args.factor);
+    bytes = next > bytes ? next : bytes + 1;
+  }
+  if (rank == 0) std::printf("# wrong elements in total: %lld\n", total_wrong);
+  PERF_OK(bagua_comm_destroy(comm));
+  return total_wrong == 0 ? 0 : 1;
+}
+
+}  // namespace bagua::perf
