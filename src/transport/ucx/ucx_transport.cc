@@ -22,6 +22,22 @@ void default_ucx_setting(ucp_config_t* config, const char* name, const std::stri
     BAGUA_WARN("could not set UCX_{}={}: {}", name, value, ucs_status_string(status));
 }
 
+bool shared_memory_allowed() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || *tls == '\0' || tls[0] == '^') return true;  // all, or all but an exclusion list
+  std::string list = tls;
+  for (const char* name : {"all", "sm", "shm", "mm", "sysv", "posix"}) {
+    size_t at = 0;
+    while ((at = list.find(name, at)) != std::string::npos) {
+      bool starts = at == 0 || list[at - 1] == ',';
+      size_t end = at + std::strlen(name);
+      if (starts && (end == list.size() || list[end] == ',')) return true;
+      at = end;
+    }
+  }
+  return false;
+}
+
 void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* peer = static_cast<UcxTransport::PeerState*>(arg);
   if (peer->status == UCS_OK) peer->status = status;
@@ -37,8 +53,9 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms) : rank_(rank), 
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) fail_ucx(status, "ucp_config_read");
-  // Peer error handling normally drops shared memory; MM_ERROR_HANDLING keeps it (DESIGN.md).
-  default_ucx_setting(config, "MM_ERROR_HANDLING", "y");
+  // Peer error handling normally drops shared memory; MM_ERROR_HANDLING keeps it (DESIGN.md). UCX warns
+  // about the setting when UCX_TLS leaves out every shared-memory transport, so only set it when one is in.
+  if (shared_memory_allowed()) default_ucx_setting(config, "MM_ERROR_HANDLING", "y");
   // UCX's 20 s keepalive is far longer than our timeouts.
   default_ucx_setting(config, "KEEPALIVE_INTERVAL", std::to_string(std::max(timeout_ms / 3, 100)) + "ms");
 
