@@ -117,6 +117,14 @@ typedef enum {
   BAGUA_OPKIND_RECV = 1,
   BAGUA_OPKIND_BARRIER = 2,
   BAGUA_OPKIND_ALLREDUCE = 3,
+  BAGUA_OPKIND_REDUCE_SCATTER = 4,
+  BAGUA_OPKIND_ALLGATHER = 5,
+  BAGUA_OPKIND_BROADCAST = 6,
+  BAGUA_OPKIND_REDUCE = 7,
+  BAGUA_OPKIND_ALLTOALL = 8,
+  BAGUA_OPKIND_ALLTOALLV = 9,
+  BAGUA_OPKIND_GATHER = 10,
+  BAGUA_OPKIND_SCATTER = 11,
   BAGUA_OPKIND_COUNT = 16 /* room to grow without changing the struct */
 } bagua_opkind_t;
 
@@ -136,21 +144,78 @@ BAGUA_API bagua_status_t bagua_comm_get_async_error(bagua_comm_t comm, bagua_sta
 BAGUA_API bagua_status_t bagua_comm_get_stats(bagua_comm_t comm, bagua_stats_t* stats);
 
 /* ---- operations ----
- * stream: a cudaStream_t as void*, used for device memory only; host calls complete before returning.
- * Device memory is detected per pointer and gives BAGUA_ERR_NOT_SUPPORTED until it is implemented. */
+ * Argument order and in-place rules follow NCCL. stream: a cudaStream_t as void*, used for device memory only;
+ * host calls complete before returning. Device memory is detected per pointer and gives
+ * BAGUA_ERR_NOT_SUPPORTED until it is implemented. Every rank ends with bitwise identical results.
+ * Inside bagua_group_start/end, blocking calls are posted and complete in bagua_group_end. */
+#define BAGUA_SPLIT_NOCOLOR (-1)
+
 BAGUA_API bagua_status_t bagua_barrier(bagua_comm_t comm, void* stream);
-/* In place when sendbuf == recvbuf; other overlaps are invalid. Every rank ends bitwise identical. */
+/* In place when sendbuf == recvbuf. */
 BAGUA_API bagua_status_t bagua_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                          bagua_redop_t op, bagua_comm_t comm, void* stream);
+/* sendbuf holds nranks * recvcount; rank r receives block r. In place when recvbuf == sendbuf + r * recvcount. */
+BAGUA_API bagua_status_t bagua_reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                              bagua_datatype_t dtype, bagua_redop_t op, bagua_comm_t comm,
+                                              void* stream);
+/* recvbuf holds nranks * sendcount. In place when sendbuf == recvbuf + r * sendcount. */
+BAGUA_API bagua_status_t bagua_allgather(const void* sendbuf, void* recvbuf, size_t sendcount,
+                                         bagua_datatype_t dtype, bagua_comm_t comm, void* stream);
+/* sendbuf is read on root only. In place when sendbuf == recvbuf on root. */
+BAGUA_API bagua_status_t bagua_broadcast(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                                         int root, bagua_comm_t comm, void* stream);
+/* recvbuf is written on root only (may be NULL elsewhere). */
+BAGUA_API bagua_status_t bagua_reduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                                      bagua_redop_t op, int root, bagua_comm_t comm, void* stream);
+/* count elements to and from every peer; no in-place form (overlapping buffers are an invalid argument). */
+BAGUA_API bagua_status_t bagua_alltoall(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                                        bagua_comm_t comm, void* stream);
+/* Counts and displacements in elements, one per peer. No in-place form. */
+BAGUA_API bagua_status_t bagua_alltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                                         void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                                         bagua_datatype_t dtype, bagua_comm_t comm, void* stream);
+/* root's recvbuf holds nranks * sendcount. In place on root when sendbuf == recvbuf + root * sendcount. */
+BAGUA_API bagua_status_t bagua_gather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype,
+                                      int root, bagua_comm_t comm, void* stream);
+/* root's sendbuf holds nranks * recvcount. In place on root when recvbuf == sendbuf + root * recvcount. */
+BAGUA_API bagua_status_t bagua_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, bagua_datatype_t dtype,
+                                       int root, bagua_comm_t comm, void* stream);
 /* Point to point: the k-th send from A to B matches the k-th recv on B from A; counts must agree. */
 BAGUA_API bagua_status_t bagua_send(const void* buf, size_t count, bagua_datatype_t dtype, int peer,
                                     bagua_comm_t comm, void* stream);
 BAGUA_API bagua_status_t bagua_recv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
                                     void* stream);
+/* Operations issued between these progress together and complete in bagua_group_end, which returns the first
+ * error; any send/recv pattern inside a group is free of deadlock. Groups nest; they are per thread. */
+BAGUA_API bagua_status_t bagua_group_start(void);
+BAGUA_API bagua_status_t bagua_group_end(void);
+
+/* Collective over comm: ranks with the same color form a new communicator, ordered by key then by old rank.
+ * color BAGUA_SPLIT_NOCOLOR gives *newcomm = NULL. The new communicator works alongside its parent. */
+BAGUA_API bagua_status_t bagua_comm_split(bagua_comm_t comm, int color, int key, bagua_comm_t* newcomm);
 
 /* ---- non-blocking (host memory) ---- */
 BAGUA_API bagua_status_t bagua_iallreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                           bagua_redop_t op, bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_ireduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                               bagua_datatype_t dtype, bagua_redop_t op, bagua_comm_t comm,
+                                               bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_iallgather(const void* sendbuf, void* recvbuf, size_t sendcount,
+                                          bagua_datatype_t dtype, bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_ibroadcast(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                                          int root, bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_ireduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                                       bagua_redop_t op, int root, bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_ialltoall(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                                         bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_ialltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                                          void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                                          bagua_datatype_t dtype, bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_igather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype,
+                                       int root, bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_iscatter(const void* sendbuf, void* recvbuf, size_t recvcount, bagua_datatype_t dtype,
+                                        int root, bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_ibarrier(bagua_comm_t comm, bagua_request_t* req);
 BAGUA_API bagua_status_t bagua_isend(const void* buf, size_t count, bagua_datatype_t dtype, int peer,
                                      bagua_comm_t comm, bagua_request_t* req);
 BAGUA_API bagua_status_t bagua_irecv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,

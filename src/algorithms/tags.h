@@ -8,7 +8,19 @@
 
 namespace bagua {
 
-enum class TagKind : uint64_t { kP2P = 1, kAllreduce = 2 };
+enum class TagKind : uint64_t {
+  kP2P = 1,
+  kAllreduce = 2,
+  kReduceScatter = 3,
+  kAllgather = 4,
+  kBroadcast = 5,
+  kReduce = 6,
+  kAlltoall = 7,
+  kAlltoallv = 8,
+  kGather = 9,
+  kScatter = 10,
+  kBarrier = 11,
+};
 
 constexpr int kTagSourceBits = 20;
 constexpr int kTagStepBits = 12;

@@ -169,9 +169,5 @@ bagua_status_t bagua_comm_local_size(bagua_comm_t comm, int* local_size) {
   });
 }
 
-bagua_status_t bagua_barrier(bagua_comm_t comm, void* stream) {
-  (void)stream;
-  return guarded(comm, "bagua_barrier", [&] { require_comm(comm).barrier(); });
-}
 
 }  // extern "C"

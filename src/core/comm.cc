@@ -50,6 +50,7 @@ std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& roo
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   comm->config_ = config;
+  comm->selector_ = AlgorithmSelector(config.algo);  // a bad BAGUA_ALGO fails here, before any connection
   set_log_rank(rank);
   Deadline deadline = Deadline::after_ms(static_cast<long long>(config.timeout_ms) + kInitSlackMs);
 
@@ -136,22 +137,6 @@ void Comm::fail_everything(bagua_status_t status, const std::string& message) {
   watches_.clear();
   // Nothing may write into user buffers once the error is reported.
   if (transport_) transport_->shutdown(false);
-}
-
-void Comm::barrier() {
-  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
-  check_usable();
-  try {
-    ring_->barrier(op_deadline());
-    ++ops_completed_[BAGUA_OPKIND_BARRIER];
-  } catch (const Error& e) {
-    bagua_status_t status = abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status();
-    if (is_poisoning(status)) {
-      fail_everything(status, e.what());
-      check_usable();  // throws the poison error
-    }
-    throw;
-  }
 }
 
 void Comm::abort() {

@@ -11,6 +11,7 @@
 #include "bagua/bagua.h"
 #include "bootstrap/rendezvous.h"
 #include "algorithms/operation.h"
+#include "algorithms/selection.h"
 #include "bootstrap/ring.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -43,7 +44,6 @@ class Comm {
   const std::vector<RankInfo>& ranks() const { return ranks_; }
   Deadline op_deadline() const { return Deadline::after_ms(config_.timeout_ms); }
 
-  void barrier();
   // From any thread: poison with ABORTED and wake whatever is blocked.
   void abort();
 
@@ -63,6 +63,7 @@ class Comm {
   bagua_status_t async_error();
   bagua_stats_t stats() const;
   Transport* transport() { return transport_.get(); }
+  const AlgorithmSelector& selector() const { return selector_; }
   void check_usable() const;
   bool poisoned() const { return poison_status_.load() != BAGUA_SUCCESS; }
   bagua_status_t poison_status() const { return poison_status_.load(); }
@@ -88,6 +89,7 @@ class Comm {
   LocalPlacement placement_;
   std::unique_ptr<BootstrapRing> ring_;
   std::unique_ptr<Transport> transport_;
+  AlgorithmSelector selector_;
 
   // Engine state, used by one thread at a time; abort() takes engine_mutex_ to tear down safely.
   std::timed_mutex engine_mutex_;

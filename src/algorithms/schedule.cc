@@ -1,0 +1,81 @@
+#include "algorithms/schedule.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+#include "kernels/cpu/reduce.h"
+
+namespace bagua {
+
+uint8_t* Schedule::scratch(size_t bytes) {
+  scratch_.emplace_back(new uint8_t[bytes > 0 ? bytes : 1]);
+  return scratch_.back().get();
+}
+
+ScheduleOp::ScheduleOp(bagua_opkind_t kind, std::string description, std::unique_ptr<Schedule> schedule)
+    : Operation(kind, std::move(description)), schedule_(std::move(schedule)) {
+  // Operation::waiting_for keeps pointers to transfers: size the storage once so it never moves.
+  size_t most = 0;
+  for (const Round& round : schedule_->rounds()) most = std::max(most, round.recvs.size() + round.sends.size());
+  transfers_.reserve(most);
+}
+
+void ScheduleOp::run_steps(const std::vector<LocalStep>& steps) {
+  const ScheduleContext& ctx = schedule_->context();
+  for (const LocalStep& step : steps) {
+    switch (step.kind) {
+      case LocalStep::Kind::kCopy:
+        if (step.count > 0 && step.dst != step.a) std::memmove(step.dst, step.a, step.count);
+        break;
+      case LocalStep::Kind::kReduce:
+        reduce_from(step.dst, step.a, step.b, step.count, ctx.dtype, ctx.op);
+        break;
+      case LocalStep::Kind::kDivide:
+        divide_by(step.dst, step.count, ctx.dtype, ctx.nranks);
+        break;
+    }
+  }
+}
+
+void ScheduleOp::post_round(Transport& transport) {
+  const ScheduleContext& ctx = schedule_->context();
+  Round& round = schedule_->rounds()[round_];
+  transfers_.assign(round.recvs.size() + round.sends.size(), Transfer{});  // within the reserved capacity
+  std::map<int, uint64_t> recv_slot, send_slot;
+  size_t t = 0;
+  uint64_t base = static_cast<uint64_t>(round_) << 3;
+  for (const RecvSpec& r : round.recvs) {
+    uint64_t slot = recv_slot[r.peer]++;
+    if (slot >= 8) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 8 messages between two ranks in one round");
+    post_recv(transport, transfers_[t++], r.peer, make_tag(ctx.kind, ctx.comm_id, ctx.sequence, base | slot, r.peer),
+              r.data, r.bytes);
+  }
+  for (const SendSpec& s : round.sends) {
+    uint64_t slot = send_slot[s.peer]++;
+    post_send(transport, transfers_[t++], s.peer,
+              make_tag(ctx.kind, ctx.comm_id, ctx.sequence, base | slot, ctx.rank), s.data, s.bytes);
+  }
+  posted_ = true;
+}
+
+void ScheduleOp::advance(Transport& transport) {
+  if (!started_) {
+    started_ = true;
+    run_steps(schedule_->prologue());
+  }
+  auto& rounds = schedule_->rounds();
+  while (round_ < rounds.size()) {
+    if (!posted_) post_round(transport);
+    bool all_done = true;
+    for (Transfer& transfer : transfers_) all_done = poll(transport, transfer) && all_done;
+    if (!all_done) return;
+    run_steps(rounds[round_].after);
+    ++round_;
+    posted_ = false;
+  }
+  finish();
+}
+
+}  // namespace bagua

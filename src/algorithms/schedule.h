@@ -1,0 +1,102 @@
+// A collective as a list of rounds. In each round every receive and send is posted at once; when all are
+// done, the round's local steps run in order (reductions, copies). Builders in *_algorithms.cc emit rounds;
+// ScheduleOp runs them. Rank arithmetic stays in patterns/.
+//
+// Tags: the step field carries (round << 3 | k) where k counts the messages between the same two ranks in
+// that round, in the order the builder emits them on both sides (at most 8).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "algorithms/operation.h"
+#include "algorithms/tags.h"
+
+namespace bagua {
+
+struct SendSpec {
+  int peer;
+  const void* data;
+  size_t bytes;
+};
+
+struct RecvSpec {
+  int peer;
+  void* data;
+  size_t bytes;
+};
+
+struct LocalStep {
+  enum class Kind { kCopy, kReduce, kDivide } kind;
+  void* dst;
+  const void* a;  // kCopy: source. kReduce: dst = a op b (a, b may alias dst)
+  const void* b;
+  size_t count;   // elements (kReduce, kDivide) or bytes (kCopy)
+};
+
+inline LocalStep copy_step(void* dst, const void* src, size_t bytes) {
+  return {LocalStep::Kind::kCopy, dst, src, nullptr, bytes};
+}
+inline LocalStep reduce_step(void* dst, const void* a, const void* b, size_t count) {
+  return {LocalStep::Kind::kReduce, dst, a, b, count};
+}
+inline LocalStep divide_step(void* dst, size_t count) { return {LocalStep::Kind::kDivide, dst, nullptr, nullptr, count}; }
+
+struct Round {
+  std::vector<RecvSpec> recvs;
+  std::vector<SendSpec> sends;
+  std::vector<LocalStep> after;
+};
+
+// What every schedule needs to know to post and reduce.
+struct ScheduleContext {
+  int rank;
+  int nranks;
+  uint64_t comm_id;
+  uint64_t sequence;
+  TagKind kind;
+  bagua_datatype_t dtype;
+  bagua_redop_t op;
+};
+
+class Schedule {
+ public:
+  explicit Schedule(const ScheduleContext& ctx) : ctx_(ctx) {}
+  Round& round() {
+    rounds_.emplace_back();
+    return rounds_.back();
+  }
+  Round& last() { return rounds_.back(); }
+  bool empty() const { return rounds_.empty(); }
+  // Scratch memory owned by the schedule (uninitialized).
+  uint8_t* scratch(size_t bytes);
+  const ScheduleContext& context() const { return ctx_; }
+  std::vector<Round>& rounds() { return rounds_; }
+  // Local steps that run before the first round (e.g. out-of-place copies).
+  std::vector<LocalStep>& prologue() { return prologue_; }
+
+ private:
+  ScheduleContext ctx_;
+  std::vector<Round> rounds_;
+  std::vector<LocalStep> prologue_;
+  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
+};
+
+class ScheduleOp : public Operation {
+ public:
+  ScheduleOp(bagua_opkind_t kind, std::string description, std::unique_ptr<Schedule> schedule);
+  void advance(Transport& transport) override;
+
+ private:
+  void post_round(Transport& transport);
+  void run_steps(const std::vector<LocalStep>& steps);
+
+  std::unique_ptr<Schedule> schedule_;
+  size_t round_ = 0;
+  bool posted_ = false;
+  bool started_ = false;
+  std::vector<Transfer> transfers_;  // of the current round; sized before posting, never reallocated while live
+};
+
+}  // namespace bagua

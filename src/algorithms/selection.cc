@@ -1,0 +1,159 @@
+#include "algorithms/selection.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "algorithms/patterns/binomial.h"
+#include "algorithms/patterns/recursive.h"
+#include "core/error.h"
+
+namespace bagua {
+
+namespace {
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, sep)) parts.push_back(part);
+  return parts;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  size_t e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+bool parse_byte_size(const std::string& text, size_t* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  std::string suffix = end;
+  double scale = 1;
+  if (suffix == "K" || suffix == "k") scale = 1024.0;
+  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return false;
+  if (end == text.c_str() || value < 0 || !std::isfinite(value)) return false;
+  *out = static_cast<size_t>(value * scale);
+  return true;
+}
+
+AlgorithmSelector::AlgorithmSelector(const std::string& spec) {
+  auto bad = [&](const std::string& why) {
+    fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_ALGO='{}': {} (expected e.g. 'allreduce:ring' or 'allreduce:0-64K:rd,64K-:ring')",
+         spec, why);
+  };
+  for (const std::string& raw_rule : split(spec, ';')) {
+    std::string rule = trim(raw_rule);
+    if (rule.empty()) continue;
+    size_t colon = rule.find(':');
+    if (colon == std::string::npos) bad("rule '" + rule + "' has no ':'");
+    Collective c;
+    if (!parse_collective(trim(rule.substr(0, colon)), &c)) bad("unknown collective '" + rule.substr(0, colon) + "'");
+    for (const std::string& raw_part : split(rule.substr(colon + 1), ',')) {
+      std::string part = trim(raw_part);
+      size_t lo = 0, hi = std::numeric_limits<size_t>::max();
+      std::string algo_text = part;
+      size_t range_colon = part.find(':');
+      if (range_colon != std::string::npos) {
+        std::string range = part.substr(0, range_colon);
+        algo_text = part.substr(range_colon + 1);
+        size_t dash = range.find('-');
+        if (dash == std::string::npos) bad("range '" + range + "' has no '-'");
+        std::string lo_text = trim(range.substr(0, dash)), hi_text = trim(range.substr(dash + 1));
+        if (!lo_text.empty() && !parse_byte_size(lo_text, &lo)) bad("bad size '" + lo_text + "'");
+        if (!hi_text.empty() && !parse_byte_size(hi_text, &hi)) bad("bad size '" + hi_text + "'");
+        if (lo >= hi) bad("empty range '" + range + "'");
+      }
+      Algorithm a;
+      if (!parse_algorithm(trim(algo_text), &a) || a == Algorithm::kAuto)
+        bad("unknown algorithm '" + algo_text + "'");
+      bool usable_somewhere = false;
+      for (int n : {2, 3, 4, 8}) usable_somewhere |= algorithm_supports(c, a, n);
+      if (!usable_somewhere) bad(std::string(algorithm_name(a)) + " is not an algorithm for " + collective_name(c));
+      rules_.push_back({c, lo, hi, a});
+    }
+  }
+}
+
+Algorithm AlgorithmSelector::choose(Collective c, size_t bytes, int nranks) const {
+  for (const Rule& rule : rules_)
+    if (rule.collective == c && bytes >= rule.lo && bytes < rule.hi && algorithm_supports(c, rule.algorithm, nranks))
+      return rule.algorithm;
+  return model_choice(c, bytes, nranks);
+}
+
+Algorithm AlgorithmSelector::model_choice(Collective c, size_t bytes, int nranks) const {
+  Algorithm best = Algorithm::kAuto;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (int i = 1; i < static_cast<int>(Algorithm::kCount); ++i) {
+    auto a = static_cast<Algorithm>(i);
+    if (!algorithm_supports(c, a, nranks)) continue;
+    double cost = model_.cost_us(c, a, bytes, nranks);
+    if (cost < best_cost) {  // ties keep the earlier algorithm: deterministic
+      best_cost = cost;
+      best = a;
+    }
+  }
+  return best;
+}
+
+double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n) const {
+  const double m = static_cast<double>(bytes);
+  const double alpha = latency_us, delta = per_message_us;
+  const double beta = 1e-3 / link_gbps;     // us per byte
+  const double gamma = 1e-3 / reduce_gbps;  // us per byte reduced
+  const double L = binomial::ceil_log2(n);
+  const int p = recursive::core_size(n);
+  const double fold = recursive::folded(n) > 0 ? 1.0 : 0.0;
+  const double lp = std::log2(static_cast<double>(p));
+  const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
+  if (n == 1) return 0;
+  switch (c) {
+    case Collective::kAllreduce:
+      switch (a) {
+        // The pipelined ring also pays a round per 1 MiB segment and step.
+        case Algorithm::kRing: return 2 * (n - 1) * alpha * std::max(1.0, m / n / (1 << 20)) + 2 * frac * m * beta + frac * m * gamma;
+        case Algorithm::kRecursiveDoubling: return lp * (alpha + m * beta + m * gamma) + fold * (2 * alpha + 2 * m * beta + m * gamma);
+        case Algorithm::kRabenseifner:
+          return 2 * lp * alpha + 2 * (p - 1.0) / p * m * beta + (p - 1.0) / p * m * gamma + fold * (2 * alpha + 2 * m * beta + m * gamma);
+        case Algorithm::kTree: return 2 * L * (alpha + m * beta) + L * m * gamma;
+        default: break;
+      }
+      break;
+    case Collective::kReduceScatter:
+      if (a == Algorithm::kRing) return (n - 1) * (alpha + m / n * (beta + gamma));
+      if (a == Algorithm::kDirect) return alpha + (n - 1) * delta + frac * m * (1.2 * beta + gamma);
+      break;
+    case Collective::kAllgather:
+      if (a == Algorithm::kRing) return (n - 1) * (alpha + m / n * beta);
+      if (a == Algorithm::kRecursiveDoubling) return L * alpha + frac * m * beta;
+      if (a == Algorithm::kDirect) return alpha + (n - 1) * delta + frac * m * 1.2 * beta;
+      break;
+    case Collective::kBroadcast:
+      if (a == Algorithm::kTree) return L * (alpha + m * beta);
+      if (a == Algorithm::kScatterAllgather) return (L + n - 1) * alpha + 2 * frac * m * beta;
+      break;
+    case Collective::kReduce:
+      if (a == Algorithm::kTree) return L * (alpha + m * beta + m * gamma);
+      if (a == Algorithm::kReduceScatterGather) return n * alpha + (n - 1) * delta + frac * m * (2 * beta + gamma);
+      break;
+    case Collective::kAlltoall:
+    case Collective::kAlltoallv:
+      if (a == Algorithm::kDirect) return alpha + (n - 1) * delta + frac * m * 1.2 * beta;
+      if (a == Algorithm::kPairwise) return (n - 1) * alpha + frac * m * beta;
+      break;
+    case Collective::kGather:
+    case Collective::kScatter: return alpha + (n - 1) * delta + frac * m * beta;
+    case Collective::kBarrier: return L * alpha;
+    case Collective::kCount: break;
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+}  // namespace bagua

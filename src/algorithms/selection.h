@@ -1,0 +1,49 @@
+// Algorithm selection: a pure function of (collective, bytes, nranks, configuration), so every rank picks
+// the same. BAGUA_ALGO rules come first; otherwise a latency-bandwidth cost model with constants measured
+// offline on a 2-core host with UCX shared memory (docs/algorithms.md).
+//
+// BAGUA_ALGO grammar:  spec := rule (';' rule)*     rule := collective ':' [range ':'] algorithm (',' range ':' algorithm)*
+//                      range := [size] '-' [size]   (half-open [lo, hi); sizes in bytes with K, M, G suffixes)
+// e.g. "allreduce:ring", "allreduce:0-64K:rd,64K-:ring;broadcast:tree".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "algorithms/collectives.h"
+
+namespace bagua {
+
+struct CostModel {
+  double latency_us = 2.0;          // alpha: per round of messages
+  double per_message_us = 0.4;      // extra per message when a round talks to many peers
+  double link_gbps = 6.0;           // beta: shared-memory bandwidth per rank, GB/s
+  double reduce_gbps = 4.0;         // gamma: reduction speed, GB/s of input
+  double cost_us(Collective c, Algorithm a, size_t bytes, int nranks) const;
+};
+
+class AlgorithmSelector {
+ public:
+  AlgorithmSelector() = default;
+  // Throws INVALID_USAGE naming BAGUA_ALGO when the text does not parse.
+  explicit AlgorithmSelector(const std::string& spec);
+  // The algorithm for a call: a matching BAGUA_ALGO rule that supports nranks, else the cheapest by the model.
+  Algorithm choose(Collective c, size_t bytes, int nranks) const;
+  Algorithm model_choice(Collective c, size_t bytes, int nranks) const;
+  const CostModel& model() const { return model_; }
+
+ private:
+  struct Rule {
+    Collective collective;
+    size_t lo;
+    size_t hi;
+    Algorithm algorithm;
+  };
+  std::vector<Rule> rules_;
+  CostModel model_;
+};
+
+// Parses "64K", "1M", "1048576" (bytes); false when malformed.
+bool parse_byte_size(const std::string& text, size_t* out);
+
+}  // namespace bagua
