@@ -137,6 +137,23 @@ bagua_status_t bagua_comm_abort(bagua_comm_t comm) {
   return guarded(comm, "bagua_comm_abort", [&] { require_comm(comm).abort(); });
 }
 
+bagua_status_t bagua_comm_split(bagua_comm_t comm, int color, int key, bagua_comm_t* newcomm) {
+  return guarded(comm, "bagua_comm_split", [&] {
+    Comm& c = require_comm(comm);
+    require_pointer(newcomm, "newcomm");
+    if (color < 0 && color != BAGUA_SPLIT_NOCOLOR)
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "color {} is negative (use BAGUA_SPLIT_NOCOLOR to opt out)", color);
+    std::unique_ptr<Comm> child = c.split(color, key);
+    if (!child) {
+      *newcomm = nullptr;
+      return;
+    }
+    auto handle = std::make_unique<bagua_comm>();
+    handle->impl = std::move(child);
+    *newcomm = handle.release();
+  });
+}
+
 bagua_status_t bagua_comm_rank(bagua_comm_t comm, int* rank) {
   return guarded(comm, "bagua_comm_rank", [&] {
     Comm& c = require_comm(comm);

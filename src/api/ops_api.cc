@@ -186,6 +186,7 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args) {
           ? fmt::format("barrier #{}", ctx.sequence)
           : fmt::format("{} #{} ({} x {}, {})", collective_name(args.collective), ctx.sequence, args.count,
                         datatype_name(args.dtype), algorithm_name(algorithm));
+  BAGUA_TRACE("posting {}", description);
   return build_collective(args, algorithm, ctx, std::move(description));
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -45,16 +46,24 @@ Socket connect_root(const RootLocation& root, Deadline deadline, const std::atom
 }
 }  // namespace
 
+RankInfo local_rank_info(const Socket& listener) {
+  RankInfo info;
+  info.host_id = detect_host_id();
+  char hostname[256] = {0};
+  gethostname(hostname, sizeof(hostname) - 1);
+  info.hostname = hostname;
+  info.pid = static_cast<uint32_t>(getpid());
+  info.listen_addr = listener.local_address().str();
+  return info;
+}
+
 std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& root, const Config& config) {
-  std::unique_ptr<Comm> comm(new Comm());
-  comm->rank_ = rank;
-  comm->nranks_ = nranks;
-  comm->config_ = config;
-  comm->selector_ = AlgorithmSelector(config.algo);  // a bad BAGUA_ALGO fails here, before any connection
+  AlgorithmSelector selector(config.algo);  // a bad BAGUA_ALGO fails here, before any connection
   set_log_rank(rank);
   Deadline deadline = Deadline::after_ms(static_cast<long long>(config.timeout_ms) + kInitSlackMs);
+  std::atomic<bool> never(false);
 
-  Socket root_sock = connect_root(root, deadline, &comm->abort_requested_);
+  Socket root_sock = connect_root(root, deadline, &never);
   // Listen for the ring on the interface that reaches the root, unless BAGUA_SOCKET_IFNAME says otherwise.
   SockAddr listen_addr;
   if (const char* ifname = std::getenv("BAGUA_SOCKET_IFNAME"); ifname && *ifname)
@@ -70,23 +79,30 @@ std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& roo
   request.nranks = nranks;
   request.config_hash = config.agreement_hash();
   request.timeout_ms = config.timeout_ms;
-  request.info.host_id = detect_host_id();
-  char hostname[256] = {0};
-  gethostname(hostname, sizeof(hostname) - 1);
-  request.info.hostname = hostname;
-  request.info.pid = static_cast<uint32_t>(getpid());
-  request.info.listen_addr = listener.local_address().str();
-
-  JobTable table = join_job(root_sock, root.secret, request, deadline, &comm->abort_requested_);
+  request.info = local_rank_info(listener);
+  JobTable table = join_job(root_sock, root.secret, request, deadline, &never);
   root_sock.close();
+  return form(rank, table, std::move(listener), root.secret, config, deadline);
+}
+
+std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listener, const Bytes& secret,
+                                 const Config& config, Deadline deadline) {
+  std::unique_ptr<Comm> comm(new Comm());
+  int nranks = static_cast<int>(table.ranks.size());
+  comm->rank_ = rank;
+  comm->nranks_ = nranks;
+  comm->config_ = config;
+  comm->selector_ = AlgorithmSelector(config.algo);
+  comm->secret_ = secret;
+  comm->listen_ip_ = listener.local_address();
+  comm->listen_ip_.set_port(0);
   comm->comm_id_ = table.comm_id;
   comm->ranks_ = table.ranks;
   std::vector<std::string> host_ids;
   for (const RankInfo& info : table.ranks) host_ids.push_back(info.host_id);
   comm->placement_ = place_rank(host_ids, rank);
 
-  comm->ring_ =
-      BootstrapRing::connect(rank, table, std::move(listener), root.secret, deadline, &comm->abort_requested_);
+  comm->ring_ = BootstrapRing::connect(rank, table, std::move(listener), secret, deadline, &comm->abort_requested_);
 
   // One UCX worker per communicator; worker addresses travel over the bootstrap ring.
   comm->transport_ = std::make_unique<UcxTransport>(rank, nranks, config.timeout_ms);
@@ -99,6 +115,68 @@ std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& roo
              config.comm_name.empty() ? "" : " (" + config.comm_name + ")", rank, nranks, comm->local_rank(),
              comm->local_size(), comm->placement_.host_index, comm->placement_.nhosts);
   return comm;
+}
+
+std::unique_ptr<Comm> Comm::split(int color, int key) {
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  check_usable();
+  Deadline deadline = op_deadline();
+  uint64_t split_index = split_count_++;
+  try {
+    // Everyone publishes (color, key) and, when it takes part, a fresh listener for the child's ring.
+    Socket listener;
+    Writer w;
+    w.i32(color);
+    w.i32(key);
+    if (color != BAGUA_SPLIT_NOCOLOR) {
+      listener = Socket::listen(listen_ip_);
+      RankInfo info = local_rank_info(listener);
+      w.str(info.host_id);
+      w.str(info.hostname);
+      w.u32(info.pid);
+      w.str(info.listen_addr);
+    }
+    std::vector<Bytes> blobs = ring_->allgather(w.out(), deadline);
+    if (color == BAGUA_SPLIT_NOCOLOR) return nullptr;
+    struct Member {
+      int key;
+      int old_rank;
+      RankInfo info;
+    };
+    std::vector<Member> members;
+    for (int r = 0; r < nranks_; ++r) {
+      Reader rd(blobs[r], "split announcement");
+      int their_color = rd.i32();
+      int their_key = rd.i32();
+      if (their_color != color) continue;
+      Member m{their_key, r, {}};
+      m.info.host_id = rd.str(256);
+      m.info.hostname = rd.str(256);
+      m.info.pid = rd.u32();
+      m.info.listen_addr = rd.str(256);
+      members.push_back(std::move(m));
+    }
+    std::sort(members.begin(), members.end(),
+              [](const Member& a, const Member& b) { return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank; });
+    JobTable table;
+    // Identical on every member: parent id, split ordinal and color.
+    table.comm_id = (comm_id_ * 0x9e3779b97f4a7c15ull) ^ ((split_index + 1) * 0xbf58476d1ce4e5b9ull) ^
+                    (static_cast<uint64_t>(static_cast<uint32_t>(color)) * 0x94d049bb133111ebull);
+    int new_rank = -1;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i].old_rank == rank_) new_rank = static_cast<int>(i);
+      table.ranks.push_back(members[i].info);
+    }
+    Config child_config = config_;
+    return form(new_rank, table, std::move(listener), secret_, child_config, deadline);
+  } catch (const Error& e) {
+    bagua_status_t status = abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status();
+    if (is_poisoning(status)) {
+      fail_everything(status, e.what());
+      check_usable();
+    }
+    throw;
+  }
 }
 
 Comm::~Comm() {

@@ -32,6 +32,11 @@ class Comm {
  public:
   // Joins the job: rendezvous at the root, then the bootstrap ring. Throws on any failure.
   static std::unique_ptr<Comm> create(int nranks, int rank, const RootLocation& root, const Config& config);
+  // Forms the communicator from a finished rendezvous: bootstrap ring, then transport.
+  static std::unique_ptr<Comm> form(int rank, const JobTable& table, Socket listener, const Bytes& secret,
+                                    const Config& config, Deadline deadline);
+  // MPI_Comm_split over this communicator (collective); nullptr for BAGUA_SPLIT_NOCOLOR.
+  std::unique_ptr<Comm> split(int color, int key);
   ~Comm();
 
   int rank() const { return rank_; }
@@ -88,6 +93,9 @@ class Comm {
   std::vector<RankInfo> ranks_;
   LocalPlacement placement_;
   std::unique_ptr<BootstrapRing> ring_;
+  Bytes secret_;       // the job secret, for the rings of split communicators
+  SockAddr listen_ip_;  // interface address (port 0) for new listeners
+  uint64_t split_count_ = 0;
   std::unique_ptr<Transport> transport_;
   AlgorithmSelector selector_;
 

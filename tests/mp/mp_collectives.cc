@@ -1,0 +1,338 @@
+// Under bagua-run -n N, all in one process per N:
+//   matrix   every collective x datatype x op x (in place, out of place) x count {0, 1, 7, 2^10-1, 2^10+1,
+//            ~4M} with automatic algorithm selection, roots rotating, every third case on misaligned buffers;
+//   forced   every algorithm of every collective forced through BAGUA_ALGO (float32, int32 x sum, max x 5 counts);
+//   split    bagua_comm_split (colors, keys, NOCOLOR) with the child used alongside its parent;
+//   groups   send/recv patterns inside bagua_group_start/end that would deadlock as blocking calls.
+// Results are compared bit for bit with common/collective_oracle.h; guard bytes after every buffer must
+// stay untouched. For per-rank-count collectives the ~4M count is the total (4M / N per rank).
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "algorithms/collectives.h"
+#include "common/collective_oracle.h"
+#include "mp/mp_check.h"
+
+using namespace bagua;
+using namespace bagua::testing;
+
+namespace {
+
+int g_rank, g_size;
+long g_cases = 0;
+
+// A buffer with guard bytes after it, optionally starting one byte off alignment.
+struct Buf {
+  std::vector<unsigned char> storage;
+  unsigned char* ptr = nullptr;
+  size_t bytes = 0;
+  Buf(size_t n, bool misalign) : storage(n + 17, 0xAB), ptr(storage.data() + (misalign ? 1 : 0)), bytes(n) {}
+  bool guard_ok() const {
+    for (size_t i = ptr - storage.data() + bytes; i < storage.size(); ++i)
+      if (storage[i] != 0xAB) return false;
+    return true;
+  }
+};
+
+struct Case {
+  Collective c;
+  bagua_datatype_t t;
+  bagua_redop_t op;
+  size_t count;
+  bool in_place;
+  int root;
+  bool misalign;
+};
+
+std::string describe(const Case& k) {
+  return fmt::format("{} {} {} count {} {} root {}{}", collective_name(k.c), datatype_name(k.t), redop_name(k.op),
+                     k.count, k.in_place ? "in place" : "out of place", k.root, k.misalign ? " misaligned" : "");
+}
+
+#define CASE_CHECK(cond)                                                                                 \
+  do {                                                                                                   \
+    if (!(cond)) {                                                                                       \
+      std::fprintf(stderr, "rank %d: %s: check failed: %s (line %d)\n", g_rank, describe(k).c_str(), #cond, \
+                   __LINE__);                                                                            \
+      std::exit(1);                                                                                      \
+    }                                                                                                    \
+  } while (0)
+#define CASE_OK(call)                                                                                     \
+  do {                                                                                                    \
+    bagua_status_t s_ = (call);                                                                           \
+    if (s_ != BAGUA_SUCCESS) {                                                                            \
+      std::fprintf(stderr, "rank %d: %s: %s: %s\n", g_rank, describe(k).c_str(), bagua_status_string(s_), \
+                   bagua_get_last_error(comm));                                                           \
+      std::exit(1);                                                                                       \
+    }                                                                                                     \
+  } while (0)
+
+void run_case(bagua_comm_t comm, const Case& k) {
+  const int n = g_size, r = g_rank;
+  const size_t es = datatype_size(k.t), cnt = k.count;
+  ++g_cases;
+  switch (k.c) {
+    case Collective::kAllreduce: {
+      Buf send(cnt * es, k.misalign), recv(cnt * es, k.misalign);
+      fill_input(send.ptr, cnt, k.t, k.op, r);
+      unsigned char* out = k.in_place ? send.ptr : recv.ptr;
+      CASE_OK(bagua_allreduce(send.ptr, out, cnt, k.t, k.op, comm, nullptr));
+      CASE_CHECK(first_mismatch(out, cnt, k.t, k.op, n) == cnt);
+      CASE_CHECK(send.guard_ok() && recv.guard_ok());
+      break;
+    }
+    case Collective::kReduceScatter: {
+      Buf send(n * cnt * es, k.misalign), recv(cnt * es, k.misalign);
+      fill_input_at(send.ptr, n * cnt, 0, k.t, k.op, r);
+      unsigned char* out = k.in_place ? send.ptr + r * cnt * es : recv.ptr;
+      CASE_OK(bagua_reduce_scatter(send.ptr, out, cnt, k.t, k.op, comm, nullptr));
+      CASE_CHECK(first_mismatch_at(out, cnt, r * cnt, k.t, k.op, n) == cnt);
+      CASE_CHECK(send.guard_ok() && recv.guard_ok());
+      break;
+    }
+    case Collective::kAllgather: {
+      Buf send(cnt * es, k.misalign), recv(n * cnt * es, k.misalign);
+      unsigned char* in = k.in_place ? recv.ptr + r * cnt * es : send.ptr;
+      fill_codes(in, cnt, k.t, r, 0);
+      CASE_OK(bagua_allgather(in, recv.ptr, cnt, k.t, comm, nullptr));
+      for (int b = 0; b < n; ++b) CASE_CHECK(first_code_mismatch(recv.ptr + b * cnt * es, cnt, k.t, b, 0) == cnt);
+      CASE_CHECK(send.guard_ok() && recv.guard_ok());
+      break;
+    }
+    case Collective::kBroadcast: {
+      Buf send(cnt * es, k.misalign), recv(cnt * es, k.misalign);
+      if (r == k.root) fill_codes(send.ptr, cnt, k.t, k.root, 1);
+      unsigned char* out = k.in_place ? send.ptr : recv.ptr;
+      CASE_OK(bagua_broadcast(r == k.root ? send.ptr : nullptr, out, cnt, k.t, k.root, comm, nullptr));
+      CASE_CHECK(first_code_mismatch(out, cnt, k.t, k.root, 1) == cnt);
+      CASE_CHECK(send.guard_ok() && recv.guard_ok());
+      break;
+    }
+    case Collective::kReduce: {
+      Buf send(cnt * es, k.misalign), recv(cnt * es, k.misalign);
+      fill_input(send.ptr, cnt, k.t, k.op, r);
+      unsigned char* out = r != k.root ? nullptr : (k.in_place ? send.ptr : recv.ptr);
+      CASE_OK(bagua_reduce(send.ptr, out, cnt, k.t, k.op, k.root, comm, nullptr));
+      if (r == k.root) CASE_CHECK(first_mismatch(out, cnt, k.t, k.op, n) == cnt);
+      CASE_CHECK(send.guard_ok() && recv.guard_ok());
+      break;
+    }
+    case Collective::kAlltoall: {
+      Buf send(n * cnt * es, k.misalign), recv(n * cnt * es, k.misalign);
+      for (int p = 0; p < n; ++p) fill_codes(send.ptr + p * cnt * es, cnt, k.t, r, p);
+      CASE_OK(bagua_alltoall(send.ptr, recv.ptr, cnt, k.t, comm, nullptr));
+      for (int p = 0; p < n; ++p) CASE_CHECK(first_code_mismatch(recv.ptr + p * cnt * es, cnt, k.t, p, r) == cnt);
+      CASE_CHECK(send.guard_ok() && recv.guard_ok());
+      break;
+    }
+    case Collective::kAlltoallv: {
+      std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+      size_t s_total = 0, r_total = 0;
+      for (int p = 0; p < n; ++p) {
+        sc[p] = alltoallv_count(r, p, cnt);
+        rc[p] = alltoallv_count(p, r, cnt);
+        sd[p] = s_total;
+        rd[p] = r_total;
+        s_total += sc[p] + 1;  // a one-element gap between blocks
+        r_total += rc[p] + 1;
+      }
+      Buf send(s_total * es, k.misalign), recv(r_total * es, k.misalign);
+      for (int p = 0; p < n; ++p) fill_codes(send.ptr + sd[p] * es, sc[p], k.t, r, p);
+      CASE_OK(bagua_alltoallv(send.ptr, sc.data(), sd.data(), recv.ptr, rc.data(), rd.data(), k.t, comm, nullptr));
+      for (int p = 0; p < n; ++p) CASE_CHECK(first_code_mismatch(recv.ptr + rd[p] * es, rc[p], k.t, p, r) == rc[p]);
+      CASE_CHECK(send.guard_ok() && recv.guard_ok());
+      break;
+    }
+    case Collective::kGather: {
+      Buf send(cnt * es, k.misalign), recv(n * cnt * es, k.misalign);
+      unsigned char* in = (k.in_place && r == k.root) ? recv.ptr + r * cnt * es : send.ptr;
+      fill_codes(in, cnt, k.t, r, 2);
+      CASE_OK(bagua_gather(in, r == k.root ? recv.ptr : nullptr, cnt, k.t, k.root, comm, nullptr));
+      if (r == k.root)
+        for (int b = 0; b < n; ++b) CASE_CHECK(first_code_mismatch(recv.ptr + b * cnt * es, cnt, k.t, b, 2) == cnt);
+      CASE_CHECK(send.guard_ok() && recv.guard_ok());
+      break;
+    }
+    case Collective::kScatter: {
+      Buf send(n * cnt * es, k.misalign), recv(cnt * es, k.misalign);
+      if (r == k.root)
+        for (int b = 0; b < n; ++b) fill_codes(send.ptr + b * cnt * es, cnt, k.t, k.root, b);
+      unsigned char* out = (k.in_place && r == k.root) ? send.ptr + r * cnt * es : recv.ptr;
+      CASE_OK(bagua_scatter(r == k.root ? send.ptr : nullptr, out, cnt, k.t, k.root, comm, nullptr));
+      CASE_CHECK(first_code_mismatch(out, cnt, k.t, k.root, r) == cnt);
+      CASE_CHECK(send.guard_ok() && recv.guard_ok());
+      break;
+    }
+    default: break;
+  }
+}
+
+bool reduces(Collective c) {
+  return c == Collective::kAllreduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+}
+bool per_rank_count(Collective c) {
+  return c != Collective::kAllreduce && c != Collective::kBroadcast && c != Collective::kReduce;
+}
+bool has_in_place(Collective c) { return c != Collective::kAlltoall && c != Collective::kAlltoallv; }
+
+void matrix(bagua_comm_t comm) {
+  const size_t big = size_t(1) << 22;
+  const size_t counts[] = {0, 1, 7, 1023, 1025, big};
+  long index = 0;
+  for (int ci = 0; ci < static_cast<int>(Collective::kBarrier); ++ci) {
+    auto c = static_cast<Collective>(ci);
+    for (int t = 0; t < kNumDatatypes; ++t) {
+      for (int o = 0; o < (reduces(c) ? kNumRedops : 1); ++o) {
+        auto op = static_cast<bagua_redop_t>(o);
+        for (size_t count : counts) {
+          // The ~4M case runs sum and max only; the small ones run every op.
+          if (count == big && reduces(c) && op != BAGUA_SUM && op != BAGUA_MAX) continue;
+          size_t cnt = count == big && per_rank_count(c) ? big / g_size : count;
+          for (int place = 0; place < (has_in_place(c) ? 2 : 1); ++place) {
+            Case k{c, static_cast<bagua_datatype_t>(t), op, cnt, place == 1, static_cast<int>(index % g_size),
+                   index % 3 == 2};
+            ++index;
+            run_case(comm, k);
+          }
+        }
+      }
+    }
+  }
+  if (g_rank == 0) std::printf("matrix: %ld cases on %d ranks ok\n", g_cases, g_size);
+}
+
+void forced(const char* launcher_algo) {
+  (void)launcher_algo;
+  const size_t counts[] = {0, 1, 7, 1025, 300007};
+  long before = g_cases;
+  for (int ci = 0; ci < static_cast<int>(Collective::kCount); ++ci) {
+    auto c = static_cast<Collective>(ci);
+    for (int ai = 1; ai < static_cast<int>(Algorithm::kCount); ++ai) {
+      auto a = static_cast<Algorithm>(ai);
+      if (!algorithm_supports(c, a, g_size)) continue;
+      std::string spec = fmt::format("{}:{}", collective_name(c), algorithm_name(a));
+      setenv("BAGUA_ALGO", spec.c_str(), 1);
+      bagua_comm_t comm = nullptr;
+      MP_OK(bagua_comm_init_from_env(&comm));
+      if (c == Collective::kBarrier) {
+        for (int i = 0; i < 10; ++i) MP_OK(bagua_barrier(comm, nullptr));
+      }
+      long index = 0;
+      for (bagua_datatype_t t : {BAGUA_FLOAT32, BAGUA_INT32})
+        for (bagua_redop_t op : {BAGUA_SUM, BAGUA_MAX})
+          for (size_t count : counts)
+            for (int place = 0; place < (has_in_place(c) ? 2 : 1); ++place) {
+              if (c == Collective::kBarrier) continue;
+              Case k{c, t, op, count, place == 1, static_cast<int>(index % g_size), index % 4 == 3};
+              ++index;
+              run_case(comm, k);
+            }
+      MP_OK(bagua_comm_destroy(comm));
+    }
+  }
+  unsetenv("BAGUA_ALGO");
+  if (g_rank == 0) std::printf("forced algorithms: %ld cases on %d ranks ok\n", g_cases - before, g_size);
+}
+
+void split(bagua_comm_t parent) {
+  // Even and odd ranks, ordered by descending key; rank 0 also opts out of a second split.
+  bagua_comm_t child = nullptr;
+  MP_OK(bagua_comm_split(parent, g_rank % 2, -g_rank, &child));
+  MP_CHECK(child != nullptr);
+  int crank = -1, csize = -1;
+  MP_OK(bagua_comm_rank(child, &crank));
+  MP_OK(bagua_comm_size(child, &csize));
+  int expected_size = (g_size + (g_rank % 2 == 0 ? 1 : 0)) / 2;
+  MP_CHECK(csize == expected_size);
+  // Descending key: the highest old rank of the color is child rank 0.
+  int higher_same_color = 0;
+  for (int r = g_rank + 2; r < g_size; r += 2) ++higher_same_color;
+  MP_CHECK(crank == higher_same_color);
+  // Child and parent in flight at once.
+  int32_t child_val = g_rank, parent_val = 1;
+  bagua_request_t child_req, parent_req;
+  MP_OK(bagua_iallreduce(&child_val, &child_val, 1, BAGUA_INT32, BAGUA_SUM, child, &child_req));
+  MP_OK(bagua_iallreduce(&parent_val, &parent_val, 1, BAGUA_INT32, BAGUA_SUM, parent, &parent_req));
+  MP_OK(bagua_wait(parent_req));
+  MP_OK(bagua_wait(child_req));
+  int32_t want = 0;
+  for (int r = g_rank % 2; r < g_size; r += 2) want += r;
+  MP_CHECK(child_val == want);
+  MP_CHECK(parent_val == g_size);
+  bagua_comm_t none = reinterpret_cast<bagua_comm_t>(0x1);
+  MP_OK(bagua_comm_split(parent, g_rank == 0 ? BAGUA_SPLIT_NOCOLOR : 7, 0, &none));
+  MP_CHECK((g_rank == 0) == (none == nullptr));
+  if (none) {
+    int size = 0;
+    MP_OK(bagua_comm_size(none, &size));
+    MP_CHECK(size == g_size - 1);
+    MP_OK(bagua_barrier(none, nullptr));
+    MP_OK(bagua_comm_destroy(none));
+  }
+  MP_CHECK(bagua_comm_split(parent, -5, 0, &none) == BAGUA_ERR_INVALID_ARGUMENT);
+  MP_OK(bagua_comm_destroy(child));
+  if (g_rank == 0) std::printf("split: ok\n");
+}
+
+void groups(bagua_comm_t comm) {
+  // Everyone sends to everyone with blocking calls in one group: deadlocks without the group.
+  const size_t count = 100000;
+  std::vector<std::vector<int32_t>> out(g_size, std::vector<int32_t>(count)), in(g_size, std::vector<int32_t>(count));
+  for (int p = 0; p < g_size; ++p) fill_codes(out[p].data(), count, BAGUA_INT32, g_rank, p);
+  MP_OK(bagua_group_start());
+  for (int p = 0; p < g_size; ++p) MP_OK(bagua_send(out[p].data(), count, BAGUA_INT32, p, comm, nullptr));
+  for (int p = g_size - 1; p >= 0; --p) MP_OK(bagua_recv(in[p].data(), count, BAGUA_INT32, p, comm, nullptr));
+  // A collective inside the same (nested) group.
+  int32_t total = 1;
+  MP_OK(bagua_group_start());
+  MP_OK(bagua_allreduce(&total, &total, 1, BAGUA_INT32, BAGUA_SUM, comm, nullptr));
+  MP_OK(bagua_group_end());
+  MP_OK(bagua_group_end());
+  for (int p = 0; p < g_size; ++p) MP_CHECK(first_code_mismatch(in[p].data(), count, BAGUA_INT32, p, g_rank) == count);
+  MP_CHECK(total == g_size);
+  MP_CHECK(bagua_group_end() == BAGUA_ERR_INVALID_USAGE);
+  if (g_rank == 0) std::printf("groups: ok\n");
+}
+
+// Buffers freed and allocated again between calls (often at the same address, with new contents) must never
+// see stale data: UCX's registration cache has to notice, as would any cache of ours.
+void reallocated_buffers(bagua_comm_t comm) {
+  const size_t count = 8 << 20;  // 32 MiB: large enough for zero-copy protocols
+  for (int round = 0; round < 4; ++round) {
+    auto* buf = static_cast<int32_t*>(std::malloc(count * sizeof(int32_t)));
+    MP_CHECK(buf != nullptr);
+    for (size_t i = 0; i < count; ++i) buf[i] = static_cast<int32_t>(i % 1000) * (round + 1) + g_rank;
+    MP_OK(bagua_allreduce(buf, buf, count, BAGUA_INT32, BAGUA_SUM, comm, nullptr));
+    int32_t rank_sum = g_size * (g_size - 1) / 2;
+    for (size_t i = 0; i < count; ++i)
+      if (buf[i] != static_cast<int32_t>(i % 1000) * (round + 1) * g_size + rank_sum) {
+        std::fprintf(stderr, "rank %d: reallocated buffer round %d element %zu wrong\n", g_rank, round, i);
+        std::exit(1);
+      }
+    std::free(buf);
+  }
+  if (g_rank == 0) std::printf("reallocated buffers: ok\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "matrix";
+  bagua_comm_t comm = nullptr;
+  MP_OK(bagua_comm_init_from_env(&comm));
+  MP_OK(bagua_comm_rank(comm, &g_rank));
+  MP_OK(bagua_comm_size(comm, &g_size));
+  if (mode == "matrix") {
+    matrix(comm);
+    split(comm);
+    groups(comm);
+    reallocated_buffers(comm);
+  } else if (mode == "forced") {
+    forced(nullptr);
+  }
+  MP_OK(bagua_comm_destroy(comm));
+  return 0;
+}
