@@ -2,8 +2,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "kernels/cpu/reduce.h"
@@ -105,4 +107,69 @@ TEST_CASE("reduce_from writes a third buffer and leaves inputs alone", "[reduce]
   reduce_from(out, a, b, 3, BAGUA_FLOAT32, BAGUA_SUM);
   CHECK(out[2] == 33.0f);
   CHECK(a[2] == 3.0f);
+}
+
+TEST_CASE("every CPU variant gives the scalar reference's bits", "[reduce]") {
+  // Random bit patterns cover NaN (with payloads), Inf, subnormals and signed zeros in every type.
+  std::mt19937_64 rng(2024);
+  const size_t count = 1000 + 37;  // not a multiple of any vector width
+  for (int t = 0; t < 10; ++t) {
+    auto dtype = static_cast<bagua_datatype_t>(t);
+    size_t bytes = count * (t <= 1 ? 1 : t == 6 || t == 7 ? 2 : (t == 2 || t == 3 || t == 8) ? 4 : 8);
+    std::vector<uint8_t> a(bytes), b(bytes);
+    for (auto& x : a) x = static_cast<uint8_t>(rng());
+    for (auto& x : b) x = static_cast<uint8_t>(rng());
+    for (int o = 0; o < 5; ++o) {
+      auto op = static_cast<bagua_redop_t>(o);
+      std::vector<uint8_t> want(bytes);
+      reduce_from_with(CpuKernels::kScalar, want.data(), a.data(), b.data(), count, dtype, op);
+      for (CpuKernels k : {CpuKernels::kAvx2, CpuKernels::kAvx512}) {
+        if (!cpu_kernels_available(k)) continue;
+        std::vector<uint8_t> got(bytes), in_place = a;
+        reduce_from_with(k, got.data(), a.data(), b.data(), count, dtype, op);
+        reduce_from_with(k, in_place.data(), in_place.data(), b.data(), count, dtype, op);
+        INFO(cpu_kernels_name(k) << " dtype " << t << " op " << o);
+        REQUIRE(got == want);
+        REQUIRE(in_place == want);
+      }
+      if (op == BAGUA_AVG) {
+        std::vector<uint8_t> div_want = a;
+        divide_by_with(CpuKernels::kScalar, div_want.data(), count, dtype, 3);
+        for (CpuKernels k : {CpuKernels::kAvx2, CpuKernels::kAvx512}) {
+          if (!cpu_kernels_available(k)) continue;
+          std::vector<uint8_t> div_got = a;
+          divide_by_with(k, div_got.data(), count, dtype, 3);
+          INFO(cpu_kernels_name(k) << " divide dtype " << t);
+          REQUIRE(div_got == div_want);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("NaN results are the canonical quiet NaN; min and max propagate NaN from either side", "[reduce]") {
+  float nan_a = bits_float(0x7fc00123), nan_b = bits_float(0xffc00456), one = 1.0f;
+  float out;
+  reduce_from(&out, &nan_a, &nan_b, 1, BAGUA_FLOAT32, BAGUA_SUM);
+  CHECK(float_bits(out) == 0x7fc00000u);
+  reduce_from(&out, &one, &nan_b, 1, BAGUA_FLOAT32, BAGUA_MIN);
+  CHECK(float_bits(out) == 0x7fc00000u);
+  reduce_from(&out, &nan_a, &one, 1, BAGUA_FLOAT32, BAGUA_MAX);
+  CHECK(float_bits(out) == 0x7fc00000u);
+  float inf = std::numeric_limits<float>::infinity(), minus_inf = -inf;
+  reduce_from(&out, &inf, &minus_inf, 1, BAGUA_FLOAT32, BAGUA_SUM);  // Inf - Inf
+  CHECK(float_bits(out) == 0x7fc00000u);
+  reduce_from(&out, &inf, &one, 1, BAGUA_FLOAT32, BAGUA_SUM);
+  CHECK(out == inf);
+  uint16_t h_nan = 0xfd01, h_one = float_to_fp16(1.0f), h_out;
+  reduce_from(&h_out, &h_one, &h_nan, 1, BAGUA_FLOAT16, BAGUA_SUM);
+  CHECK(h_out == 0x7e00);
+  uint16_t b_nan = 0xff81, b_one = float_to_bf16(1.0f), b_out;
+  reduce_from(&b_out, &b_nan, &b_one, 1, BAGUA_BFLOAT16, BAGUA_PROD);
+  CHECK(b_out == 0x7fc0);
+  double d_nan = std::numeric_limits<double>::signaling_NaN(), d_one = 1.0, d_out;
+  reduce_from(&d_out, &d_one, &d_nan, 1, BAGUA_FLOAT64, BAGUA_SUM);
+  uint64_t d_bits;
+  std::memcpy(&d_bits, &d_out, 8);
+  CHECK(d_bits == 0x7ff8000000000000ull);
 }

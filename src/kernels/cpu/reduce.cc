@@ -1,119 +1,100 @@
+// Picks the reduction loops for this CPU at run time: AVX-512 (with F16C), AVX2 (with F16C), or the
+// baseline build. All three produce the same bits (tests/unit/test_reduce.cc compares them).
 #include "kernels/cpu/reduce.h"
 
-#include <cstdint>
-#include <type_traits>
-
-#include "kernels/half.h"
+#include <cstdlib>
+#include <cstring>
 
 namespace bagua {
 
+#define BAGUA_DECLARE_VARIANT(ns)                                                                             \
+  namespace ns {                                                                                              \
+  void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op); \
+  void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor);                               \
+  }
+BAGUA_DECLARE_VARIANT(cpu_scalar)
+BAGUA_DECLARE_VARIANT(cpu_avx2)
+BAGUA_DECLARE_VARIANT(cpu_avx512)
+#undef BAGUA_DECLARE_VARIANT
+
 namespace {
 
-struct Fp16 {
-  uint16_t bits;
-};
-struct Bf16 {
-  uint16_t bits;
-};
-
-// How each element type is read into its arithmetic type and written back.
-template <typename T>
-struct Arith {
-  using Wide = T;
-  static Wide load(T v) { return v; }
-  static T store(Wide v) { return v; }
-};
-template <>
-struct Arith<Fp16> {
-  using Wide = float;
-  static float load(Fp16 v) { return fp16_to_float(v.bits); }
-  static Fp16 store(float v) { return Fp16{float_to_fp16(v)}; }
-};
-template <>
-struct Arith<Bf16> {
-  using Wide = float;
-  static float load(Bf16 v) { return bf16_to_float(v.bits); }
-  static Bf16 store(float v) { return Bf16{float_to_bf16(v)}; }
+struct Variant {
+  CpuKernels which;
+  void (*reduce_from)(void*, const void*, const void*, size_t, bagua_datatype_t, bagua_redop_t);
+  void (*divide_by)(void*, size_t, bagua_datatype_t, int);
 };
 
-template <typename W>
-W apply(W a, W b, bagua_redop_t op) {
-  if constexpr (std::is_integral_v<W>) {
-    // Wrapping arithmetic: compute in the unsigned type of the same width.
-    using U = std::make_unsigned_t<W>;
-    switch (op) {
-      case BAGUA_SUM:
-      case BAGUA_AVG: return static_cast<W>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-      case BAGUA_PROD: return static_cast<W>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      case BAGUA_MIN: return b < a ? b : a;
-      case BAGUA_MAX: return b > a ? b : a;
-    }
-  } else {
-    switch (op) {
-      case BAGUA_SUM:
-      case BAGUA_AVG: return a + b;
-      case BAGUA_PROD: return a * b;
-      case BAGUA_MIN: return b < a ? b : a;  // a NaN in `a` is kept; a NaN in `b` is ignored
-      case BAGUA_MAX: return b > a ? b : a;
-    }
+const Variant kVariants[] = {
+    {CpuKernels::kScalar, cpu_scalar::reduce_from, cpu_scalar::divide_by},
+    {CpuKernels::kAvx2, cpu_avx2::reduce_from, cpu_avx2::divide_by},
+    {CpuKernels::kAvx512, cpu_avx512::reduce_from, cpu_avx512::divide_by},
+};
+
+const Variant* select_variant() {
+  CpuKernels best = CpuKernels::kScalar;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) best = CpuKernels::kAvx2;
+  if (best == CpuKernels::kAvx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    best = CpuKernels::kAvx512;
+  // BAGUA_CPU_KERNELS=scalar|avx2|avx512 may lower the choice (never raise it past the CPU).
+  if (const char* forced = std::getenv("BAGUA_CPU_KERNELS")) {
+    if (std::strcmp(forced, "scalar") == 0) best = CpuKernels::kScalar;
+    else if (std::strcmp(forced, "avx2") == 0 && best >= CpuKernels::kAvx2) best = CpuKernels::kAvx2;
   }
-  return a;
+  return &kVariants[static_cast<int>(best)];
 }
 
-template <typename T>
-void reduce_typed(T* dst, const T* a, const T* b, size_t count, bagua_redop_t op) {
-  using A = Arith<T>;
-  for (size_t i = 0; i < count; ++i) dst[i] = A::store(apply(A::load(a[i]), A::load(b[i]), op));
-}
-
-template <typename T>
-void divide_typed(T* dst, size_t count, int divisor) {
-  using A = Arith<T>;
-  using W = typename A::Wide;
-  for (size_t i = 0; i < count; ++i) {
-    if constexpr (std::is_integral_v<W>) {
-      // Signed division in C++ truncates toward zero; the divisor is at most 2^20, so no overflow.
-      dst[i] = A::store(static_cast<W>(A::load(dst[i]) / static_cast<W>(divisor)));
-    } else {
-      dst[i] = A::store(A::load(dst[i]) / static_cast<W>(divisor));
-    }
-  }
-}
-
-template <typename F>
-void dispatch(bagua_datatype_t dtype, F&& f) {
-  switch (dtype) {
-    case BAGUA_INT8: return f(int8_t{});
-    case BAGUA_UINT8: return f(uint8_t{});
-    case BAGUA_INT32: return f(int32_t{});
-    case BAGUA_UINT32: return f(uint32_t{});
-    case BAGUA_INT64: return f(int64_t{});
-    case BAGUA_UINT64: return f(uint64_t{});
-    case BAGUA_FLOAT16: return f(Fp16{});
-    case BAGUA_BFLOAT16: return f(Bf16{});
-    case BAGUA_FLOAT32: return f(float{});
-    case BAGUA_FLOAT64: return f(double{});
-  }
+const Variant& variant() {
+  static const Variant* chosen = select_variant();
+  return *chosen;
 }
 
 }  // namespace
 
+CpuKernels cpu_kernels() { return variant().which; }
+
+bool cpu_kernels_available(CpuKernels which) {
+  __builtin_cpu_init();
+  switch (which) {
+    case CpuKernels::kScalar: return true;
+    case CpuKernels::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case CpuKernels::kAvx512:
+      return cpu_kernels_available(CpuKernels::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }
+  return false;
+}
+
+const char* cpu_kernels_name(CpuKernels which) {
+  switch (which) {
+    case CpuKernels::kScalar: return "scalar";
+    case CpuKernels::kAvx2: return "avx2";
+    case CpuKernels::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
 void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op) {
-  dispatch(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    reduce_typed(static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), count, op);
-  });
+  variant().reduce_from(dst, a, b, count, dtype, op);
 }
 
 void reduce_into(void* dst, const void* src, size_t count, bagua_datatype_t dtype, bagua_redop_t op) {
-  reduce_from(dst, dst, src, count, dtype, op);
+  variant().reduce_from(dst, dst, src, count, dtype, op);
 }
 
 void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor) {
-  dispatch(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    divide_typed(static_cast<T*>(dst), count, divisor);
-  });
+  variant().divide_by(dst, count, dtype, divisor);
+}
+
+void reduce_from_with(CpuKernels which, void* dst, const void* a, const void* b, size_t count,
+                      bagua_datatype_t dtype, bagua_redop_t op) {
+  kVariants[static_cast<int>(which)].reduce_from(dst, a, b, count, dtype, op);
+}
+
+void divide_by_with(CpuKernels which, void* dst, size_t count, bagua_datatype_t dtype, int divisor) {
+  kVariants[static_cast<int>(which)].divide_by(dst, count, dtype, divisor);
 }
 
 }  // namespace bagua
