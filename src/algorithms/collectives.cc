@@ -94,7 +94,9 @@ std::unique_ptr<Operation> build_collective(const CollectiveArgs& a, Algorithm a
                                           BAGUA_OPKIND_BARRIER};
   bagua_opkind_t kind = kKinds[static_cast<int>(a.collective)];
   if (a.collective == Collective::kAllreduce && algorithm == Algorithm::kRing) {
-    RingAllreduceArgs ring{a.sendbuf, a.recvbuf, a.count, a.dtype, a.op, ctx.rank, ctx.nranks, ctx.comm_id, ctx.sequence};
+    RingAllreduceArgs ring{a.sendbuf,  a.recvbuf, a.count,      a.dtype,       a.op,
+                           ctx.rank,   ctx.nranks, ctx.comm_id, ctx.sequence, ctx.ring_segment_bytes,
+                           ctx.ring_window};
     return std::make_unique<RingAllreduce>(ring, std::move(description));
   }
   using Builder = std::unique_ptr<Schedule> (*)(const CollectiveArgs&, const ScheduleContext&);

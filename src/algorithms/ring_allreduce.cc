@@ -62,7 +62,9 @@ void RingAllreduce::post_unit(Transport& transport, uint64_t unit) {
   void* recv_into = p.reduce ? scratch_.get() + (unit % slots_.size()) * slot_elems_ * elem_size_
                              : base + p.recv_offset * elem_size_;
   post_recv(transport, slot.recv, ring::prev(args_.rank, n), recv_tag, recv_into, p.recv_count * elem_size_);
-  post_send(transport, slot.send, ring::next(args_.rank, n), send_tag, base + p.send_offset * elem_size_,
+  // Reduce-scatter step 0 sends this rank's own chunk straight from sendbuf: no staging copy.
+  const uint8_t* send_base = unit < segments_ ? static_cast<const uint8_t*>(args_.sendbuf) : base;
+  post_send(transport, slot.send, ring::next(args_.rank, n), send_tag, send_base + p.send_offset * elem_size_,
             p.send_count * elem_size_);
 }
 
@@ -73,9 +75,12 @@ bool RingAllreduce::complete_unit(Transport& transport, uint64_t unit) {
   if (!received || !sent) return false;
   UnitPlan p = plan(unit);
   if (p.reduce) {
+    // Each chunk arrives once during reduce-scatter: combine it with this rank's own contribution from
+    // sendbuf (ours first, then the incoming partial sum), writing recvbuf; out of place needs no copy.
     auto* dst = static_cast<uint8_t*>(args_.recvbuf) + p.recv_offset * elem_size_;
+    const auto* mine = static_cast<const uint8_t*>(args_.sendbuf) + p.recv_offset * elem_size_;
     const uint8_t* src = scratch_.get() + (unit % slots_.size()) * slot_elems_ * elem_size_;
-    reduce_into(dst, src, p.recv_count, args_.dtype, args_.op);
+    reduce_from(dst, mine, src, p.recv_count, args_.dtype, args_.op);
     if (p.owner_final && args_.op == BAGUA_AVG) divide_by(dst, p.recv_count, args_.dtype, args_.nranks);
   }
   return true;
@@ -84,9 +89,9 @@ bool RingAllreduce::complete_unit(Transport& transport, uint64_t unit) {
 void RingAllreduce::advance(Transport& transport) {
   if (!started_) {
     started_ = true;
-    if (args_.sendbuf != args_.recvbuf && args_.count > 0)
-      std::memcpy(args_.recvbuf, args_.sendbuf, args_.count * elem_size_);
     if (total_units_ == 0) {  // one rank: the reduction of one contribution
+      if (args_.sendbuf != args_.recvbuf && args_.count > 0)
+        std::memcpy(args_.recvbuf, args_.sendbuf, args_.count * elem_size_);
       if (args_.op == BAGUA_AVG) divide_by(args_.recvbuf, args_.count, args_.dtype, args_.nranks);
       finish();
       return;

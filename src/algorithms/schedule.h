@@ -58,6 +58,8 @@ struct ScheduleContext {
   TagKind kind;
   bagua_datatype_t dtype;
   bagua_redop_t op;
+  size_t ring_segment_bytes = 512 << 10;
+  int ring_window = 4;
 };
 
 class Schedule {

@@ -105,9 +105,18 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   comm->ring_ = BootstrapRing::connect(rank, table, std::move(listener), secret, deadline, &comm->abort_requested_);
 
   // One UCX worker per communicator; worker addresses travel over the bootstrap ring.
-  comm->transport_ = std::make_unique<UcxTransport>(rank, nranks, config.timeout_ms);
+  comm->transport_ = std::make_unique<UcxTransport>(rank, nranks, config.timeout_ms, config.single_copy_bytes);
   std::vector<Bytes> addresses = comm->ring_->allgather(comm->transport_->local_address(), deadline);
   comm->transport_->connect(addresses);
+  // Single-copy transfers between ranks of a host, when every rank can read its host peers' memory.
+  std::vector<bool> same_host(nranks);
+  for (int r = 0; r < nranks; ++r) same_host[r] = r != rank && table.ranks[r].host_id == table.ranks[rank].host_id;
+  std::vector<Bytes> probes = comm->ring_->allgather(comm->transport_->single_copy_probe_blob(), deadline);
+  Bytes verdict = {static_cast<uint8_t>(comm->transport_->single_copy_probe(probes, same_host) ? 1 : 0)};
+  bool everyone_can = true;
+  for (const Bytes& v : comm->ring_->allgather(verdict, deadline)) everyone_can = everyone_can && v[0] == 1;
+  if (everyone_can) comm->transport_->enable_single_copy(same_host);
+  BAGUA_DEBUG("single-copy transfers between host peers: {}", everyone_can ? "on" : "off");
   comm->send_sequence_.assign(nranks, 0);
   comm->recv_sequence_.assign(nranks, 0);
   if (Logger::instance().enabled(LogLevel::kDebug)) BAGUA_DEBUG("transport lanes:\n{}", comm->transport_->describe());

@@ -39,6 +39,26 @@ Config Config::from_env() {
     config.bind_numa = text[0] == '1';
   }
   if (const char* text = std::getenv("BAGUA_ALGO")) config.algo = text;
+  if (const char* text = std::getenv("BAGUA_RING_SEGMENT"); text && *text) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(text, &end, 10);
+    if (*end != '\0' || v < 4096 || v > (1ull << 30))
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_RING_SEGMENT='{}' must be a byte count from 4096 to 2^30", text);
+    config.ring_segment_bytes = static_cast<size_t>(v);
+  }
+  if (const char* text = std::getenv("BAGUA_SINGLE_COPY_MIN"); text && *text) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(text, &end, 10);
+    if (*end != '\0' || v < 1024)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_SINGLE_COPY_MIN='{}' must be a byte count of at least 1024", text);
+    config.single_copy_bytes = static_cast<size_t>(v);
+  }
+  if (const char* text = std::getenv("BAGUA_RING_WINDOW"); text && *text) {
+    char* end = nullptr;
+    long v = std::strtol(text, &end, 10);
+    if (*end != '\0' || v < 1 || v > 64) fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_RING_WINDOW='{}' must be 1 to 64", text);
+    config.ring_window = static_cast<int>(v);
+  }
   return config;
 }
 
@@ -76,6 +96,9 @@ uint64_t Config::agreement_hash() const {
   int version = BAGUA_VERSION_CODE;
   hash = fnv1a(hash, &version, sizeof(version));
   hash = fnv1a(hash, algo.data(), algo.size());
+  hash = fnv1a(hash, &ring_segment_bytes, sizeof(ring_segment_bytes));
+  hash = fnv1a(hash, &ring_window, sizeof(ring_window));
+  hash = fnv1a(hash, &single_copy_bytes, sizeof(single_copy_bytes));
   return hash;
 }
 

@@ -13,6 +13,9 @@ struct Config {
   bool bind_numa = false;
   std::string comm_name;
   std::string algo;  // BAGUA_ALGO, used by algorithm selection
+  size_t ring_segment_bytes = 512 << 10;  // BAGUA_RING_SEGMENT: pipelined ring message size
+  int ring_window = 4;                  // BAGUA_RING_WINDOW: ring segments in flight
+  size_t single_copy_bytes = 64 << 10;  // BAGUA_SINGLE_COPY_MIN: smallest message read directly between host peers
 
   // Defaults overridden by BAGUA_TIMEOUT (seconds, may be fractional), BAGUA_BIND, BAGUA_ALGO.
   static Config from_env();

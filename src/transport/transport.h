@@ -22,6 +22,10 @@ struct Transfer {
   uint64_t tag = 0;
   size_t bytes = 0;
   void* handle = nullptr;  // transport-specific request
+  void* aux = nullptr;     // a second request (single-copy protocol: the acknowledgement)
+  void* user_data = nullptr;
+  int stage = 0;           // single-copy protocol progress; 0 for a plain message
+  uint8_t control[32] = {};
   bagua_status_t failure = BAGUA_SUCCESS;  // when kFailed: REMOTE, INVALID_USAGE (size mismatch) or ABORTED
   std::string error;                       // when kFailed: why
 };
@@ -56,6 +60,13 @@ class Transport {
   virtual void shutdown(bool graceful) = 0;
 
   virtual const TransportCounters& counters() const = 0;
+
+  // Single-copy transfers between ranks of one host (Linux cross-memory attach). probe_blob() is
+  // exchanged among all ranks; probe() tries to read each same-host peer's probe word and says whether
+  // all could be read; enable_single_copy() turns it on for those peers once every rank agreed.
+  virtual Bytes single_copy_probe_blob() { return {}; }
+  virtual bool single_copy_probe(const std::vector<Bytes>&, const std::vector<bool>&) { return false; }
+  virtual void enable_single_copy(const std::vector<bool>&) {}
   // Which transports serve which peers, for logs and docs.
   virtual std::string describe() const = 0;
 };

@@ -2,6 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 
 #include "core/deadline.h"
@@ -44,12 +48,32 @@ void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   BAGUA_DEBUG("UCX endpoint to rank {} failed: {}", peer->rank, ucs_status_string(status));
 }
 
+}  // namespace
+
+// Cross-memory attach: copies `bytes` from another process's address space. Empty on success.
+std::string read_process_memory(pid_t pid, uint64_t address, void* out, size_t bytes) {
+  auto* dst = static_cast<uint8_t*>(out);
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{dst + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? std::strerror(errno) : "no progress";
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+namespace {
+
 [[noreturn]] void fail_ucx(ucs_status_t status, const std::string& what) {
   fail(BAGUA_ERR_SYSTEM, "{}: {}", what, ucs_status_string(status));
 }
 }  // namespace
 
-UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms) : rank_(rank), nranks_(nranks) {
+UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_copy_bytes)
+    : rank_(rank), nranks_(nranks), single_copy_bytes_(single_copy_bytes) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) fail_ucx(status, "ucp_config_read");
@@ -111,56 +135,110 @@ void UcxTransport::connect(const std::vector<Bytes>& addresses) {
   }
 }
 
-void UcxTransport::post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes) {
-  if (shut_down_) fail(BAGUA_ERR_INTERNAL, "send on a transport that was shut down");
-  transfer = Transfer{};
-  transfer.is_send = true;
-  transfer.peer = peer;
-  transfer.tag = tag;
-  transfer.bytes = bytes;
+namespace {
+constexpr uint32_t kSingleCopyMagic = 0x414d4342;  // "BCMA"
+constexpr size_t kHeaderBytes = 24;                 // magic u32 | pid u32 | address u64 | bytes u64
+constexpr size_t kAckBytes = 8;
+constexpr uint64_t kAckKind = 15;
+
+uint64_t ack_tag(uint64_t tag) { return (kAckKind << 60) | (tag & ((uint64_t(1) << 60) - 1)); }
+}  // namespace
+
+void* UcxTransport::ucx_send(int peer, uint64_t tag, const void* data, size_t bytes, ucs_status_t* status) {
   ucp_request_param_t param{};
   ucs_status_ptr_t request = ucp_tag_send_nbx(endpoints_[peer], data, bytes, tag, &param);
-  ++counters_.messages_sent;
-  counters_.bytes_sent += bytes;
-  if (request == nullptr) {
-    transfer.state = Transfer::State::kDone;
-  } else if (UCS_PTR_IS_ERR(request)) {
-    finish(transfer, UCS_PTR_STATUS(request), 0);
-  } else {
-    transfer.state = Transfer::State::kPending;
-    transfer.handle = request;
-    pending_.insert(&transfer);
-  }
+  *status = UCS_PTR_IS_ERR(request) ? UCS_PTR_STATUS(request) : UCS_OK;
+  return UCS_PTR_IS_PTR(request) ? request : nullptr;
 }
 
-void UcxTransport::post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) {
-  if (shut_down_) fail(BAGUA_ERR_INTERNAL, "receive on a transport that was shut down");
-  transfer = Transfer{};
-  transfer.is_send = false;
-  transfer.peer = peer;
-  transfer.tag = tag;
-  transfer.bytes = bytes;
+void* UcxTransport::ucx_recv(uint64_t tag, void* data, size_t bytes, ucs_status_t* status) {
   ucp_request_param_t param{};
   // Always a request: UCX 1.13 does not fill recv_info on immediate completion, and we need the length.
   param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   ucs_status_ptr_t request = ucp_tag_recv_nbx(worker_, data, bytes, tag, ~uint64_t(0), &param);
-  if (request == nullptr) {
-    finish(transfer, UCS_ERR_NO_MESSAGE, 0);
-  } else if (UCS_PTR_IS_ERR(request)) {
-    finish(transfer, UCS_PTR_STATUS(request), 0);
+  *status = UCS_PTR_IS_ERR(request) ? UCS_PTR_STATUS(request) : (request == nullptr ? UCS_ERR_NO_MESSAGE : UCS_OK);
+  return UCS_PTR_IS_PTR(request) ? request : nullptr;
+}
+
+// UCS_INPROGRESS, or the final status (the request is then freed and *handle cleared).
+ucs_status_t UcxTransport::poll_request(void** handle, bool is_recv, size_t* length) {
+  if (*handle == nullptr) return UCS_OK;
+  ucs_status_t status;
+  if (is_recv) {
+    ucp_tag_recv_info_t info{};
+    status = ucp_tag_recv_request_test(*handle, &info);
+    if (length) *length = info.length;
   } else {
-    transfer.state = Transfer::State::kPending;
-    transfer.handle = request;
-    pending_.insert(&transfer);
+    status = ucp_request_check_status(*handle);
   }
+  if (status == UCS_INPROGRESS) return status;
+  ucp_request_free(*handle);
+  *handle = nullptr;
+  return status;
+}
+
+bool UcxTransport::single_copy(int peer, size_t bytes) const {
+  return bytes >= single_copy_bytes_ && peer != rank_ && peer < static_cast<int>(single_copy_peers_.size()) &&
+         single_copy_peers_[peer];
+}
+
+void UcxTransport::start(Transfer& transfer, bool is_send, int peer, uint64_t tag, size_t bytes) {
+  if (shut_down_) fail(BAGUA_ERR_INTERNAL, "transfer on a transport that was shut down");
+  transfer = Transfer{};
+  transfer.is_send = is_send;
+  transfer.peer = peer;
+  transfer.tag = tag;
+  transfer.bytes = bytes;
+  transfer.state = Transfer::State::kPending;
+}
+
+void UcxTransport::post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes) {
+  start(transfer, true, peer, tag, bytes);
+  ++counters_.messages_sent;
+  counters_.bytes_sent += bytes;
+  ucs_status_t status;
+  if (single_copy(peer, bytes)) {
+    // Rendezvous: tell the receiver where the data is; it reads it directly and acknowledges.
+    Writer w;
+    w.u32(kSingleCopyMagic);
+    w.u32(static_cast<uint32_t>(getpid()));
+    w.u64(reinterpret_cast<uintptr_t>(data));
+    w.u64(bytes);
+    std::memcpy(transfer.control, w.out().data(), kHeaderBytes);
+    transfer.stage = 1;
+    transfer.aux = ucx_recv(ack_tag(tag), transfer.control + kHeaderBytes, kAckBytes, &status);
+    if (status == UCS_OK) transfer.handle = ucx_send(peer, tag, transfer.control, kHeaderBytes, &status);
+  } else {
+    transfer.handle = ucx_send(peer, tag, data, bytes, &status);
+  }
+  if (status != UCS_OK) return finish(transfer, status, 0);
+  if (transfer.handle == nullptr && transfer.aux == nullptr) return finish(transfer, UCS_OK, bytes);
+  pending_.insert(&transfer);
+}
+
+void UcxTransport::post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) {
+  start(transfer, false, peer, tag, bytes);
+  transfer.user_data = data;
+  ucs_status_t status;
+  if (single_copy(peer, bytes)) {
+    transfer.stage = 1;
+    transfer.handle = ucx_recv(tag, transfer.control, kHeaderBytes, &status);
+  } else {
+    transfer.handle = ucx_recv(tag, data, bytes, &status);
+  }
+  if (status != UCS_OK) return finish(transfer, status, 0);
+  pending_.insert(&transfer);
 }
 
 void UcxTransport::finish(Transfer& transfer, ucs_status_t status, size_t received_length) {
-  if (transfer.handle != nullptr) {
-    ucp_request_free(transfer.handle);
-    transfer.handle = nullptr;
-    pending_.erase(&transfer);
+  for (void** handle : {&transfer.handle, &transfer.aux}) {
+    if (*handle == nullptr) continue;
+    ucp_request_cancel(worker_, *handle);
+    while (ucp_request_check_status(*handle) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+    ucp_request_free(*handle);
+    *handle = nullptr;
   }
+  pending_.erase(&transfer);
   if (status == UCS_OK && !transfer.is_send && received_length != transfer.bytes) {
     transfer.state = Transfer::State::kFailed;
     transfer.failure = BAGUA_ERR_INVALID_USAGE;
@@ -190,23 +268,100 @@ void UcxTransport::finish(Transfer& transfer, ucs_status_t status, size_t receiv
                                  ucs_status_string(status));
 }
 
+// Receiver, single copy: the header has arrived; read the data straight from the sender, then acknowledge.
+void UcxTransport::read_single_copy(Transfer& transfer) {
+  Reader r(transfer.control, kHeaderBytes, "single-copy header");
+  uint32_t magic = r.u32();
+  auto pid = static_cast<pid_t>(r.u32());
+  uint64_t address = r.u64();
+  uint64_t bytes = r.u64();
+  ucs_status_t ack_status;
+  auto acknowledge = [&] {
+    transfer.aux = ucx_send(transfer.peer, ack_tag(transfer.tag), transfer.control + kHeaderBytes, kAckBytes, &ack_status);
+  };
+  if (magic != kSingleCopyMagic || bytes != transfer.bytes) {
+    acknowledge();  // release the sender either way
+    return finish_mismatch(transfer, bytes);
+  }
+  std::string error = read_process_memory(pid, address, transfer.user_data, bytes);
+  if (!error.empty()) {
+    transfer.state = Transfer::State::kFailed;
+    transfer.failure = BAGUA_ERR_REMOTE;
+    transfer.error = fmt::format("reading {} bytes from rank {} failed: {}", bytes, transfer.peer, error);
+    acknowledge();
+    pending_.erase(&transfer);
+    return;
+  }
+  transfer.stage = 2;
+  acknowledge();
+  if (ack_status != UCS_OK) return finish(transfer, ack_status, 0);
+  if (transfer.aux == nullptr) finish(transfer, UCS_OK, transfer.bytes);
+}
+
+void UcxTransport::finish_mismatch(Transfer& transfer, uint64_t sent_bytes) {
+  transfer.state = Transfer::State::kFailed;
+  transfer.failure = BAGUA_ERR_INVALID_USAGE;
+  transfer.error = fmt::format("rank {} sent {} bytes where this rank expected {} (count or datatype mismatch?)",
+                               transfer.peer, sent_bytes, transfer.bytes);
+  if (transfer.aux == nullptr) pending_.erase(&transfer);
+}
+
 void UcxTransport::check(Transfer& transfer) {
-  if (transfer.state != Transfer::State::kPending) return;
+  if (transfer.state != Transfer::State::kPending) {
+    // A failed single-copy receive may still be sending its acknowledgement; let it finish quietly.
+    if (transfer.aux != nullptr && poll_request(&transfer.aux, false, nullptr) != UCS_INPROGRESS)
+      pending_.erase(&transfer);
+    return;
+  }
+  size_t length = 0;
   if (transfer.is_send) {
-    ucs_status_t status = ucp_request_check_status(transfer.handle);
-    if (status != UCS_INPROGRESS) finish(transfer, status, transfer.bytes);
+    ucs_status_t header = poll_request(&transfer.handle, false, nullptr);
+    ucs_status_t ack = poll_request(&transfer.aux, true, nullptr);
+    if (header != UCS_OK && header != UCS_INPROGRESS) return finish(transfer, header, 0);
+    if (ack != UCS_OK && ack != UCS_INPROGRESS) return finish(transfer, ack, 0);
+    if (transfer.handle == nullptr && transfer.aux == nullptr) return finish(transfer, UCS_OK, transfer.bytes);
+  } else if (transfer.stage == 2) {
+    ucs_status_t ack = poll_request(&transfer.aux, false, nullptr);
+    if (ack != UCS_INPROGRESS) return finish(transfer, ack, ack == UCS_OK ? transfer.bytes : 0);
   } else {
-    ucp_tag_recv_info_t info{};
-    ucs_status_t status = ucp_tag_recv_request_test(transfer.handle, &info);
-    if (status != UCS_INPROGRESS) finish(transfer, status, info.length);
+    ucs_status_t status = poll_request(&transfer.handle, true, &length);
+    if (status != UCS_INPROGRESS) {
+      if (transfer.stage == 1 && status == UCS_OK) {
+        if (length != kHeaderBytes) return finish(transfer, UCS_OK, length);  // a plain message: size mismatch
+        return read_single_copy(transfer);
+      }
+      return finish(transfer, status, length);
+    }
   }
   // A receive has no endpoint, so UCX cannot fail it when the sender dies: do it here.
-  if (transfer.state == Transfer::State::kPending && peers_[transfer.peer]->status != UCS_OK) {
-    ucs_status_t peer_status = peers_[transfer.peer]->status;
-    ucp_request_cancel(worker_, transfer.handle);
-    finish(transfer, peer_status, 0);
-  }
+  if (transfer.state == Transfer::State::kPending && peers_[transfer.peer]->status != UCS_OK)
+    finish(transfer, peers_[transfer.peer]->status, 0);
 }
+
+Bytes UcxTransport::single_copy_probe_blob() {
+  probe_word_ = reinterpret_cast<uintptr_t>(this) ^ 0x5bd1e995u ^ static_cast<uint64_t>(getpid());
+  Writer w;
+  w.u32(static_cast<uint32_t>(getpid()));
+  w.u64(reinterpret_cast<uintptr_t>(&probe_word_));
+  w.u64(probe_word_);
+  return std::move(w.out());
+}
+
+bool UcxTransport::single_copy_probe(const std::vector<Bytes>& blobs, const std::vector<bool>& same_host) {
+  if (const char* off = std::getenv("BAGUA_CMA"); off && std::strcmp(off, "0") == 0) return false;
+  for (int peer = 0; peer < static_cast<int>(blobs.size()); ++peer) {
+    if (peer == rank_ || !same_host[peer]) continue;
+    Reader r(blobs[peer], "probe");
+    auto pid = static_cast<pid_t>(r.u32());
+    uint64_t address = r.u64();
+    uint64_t expected = r.u64();
+    uint64_t value = 0;
+    if (!read_process_memory(pid, address, &value, sizeof(value)).empty() || value != expected) return false;
+  }
+  return true;
+}
+
+void UcxTransport::enable_single_copy(const std::vector<bool>& peers) { single_copy_peers_ = peers; }
 
 unsigned UcxTransport::progress() {
   if (shut_down_) return 0;
@@ -245,8 +400,10 @@ void UcxTransport::shutdown(bool graceful) {
   }
   // Cancel what is pending so that nothing lands in user memory after we return. Receives are cancelled
   // directly; a forced endpoint close completes the sends on it (a dead peer would never acknowledge them).
-  for (Transfer* transfer : std::vector<Transfer*>(pending_.begin(), pending_.end()))
-    if (!transfer->is_send) ucp_request_cancel(worker_, transfer->handle);
+  for (Transfer* transfer : std::vector<Transfer*>(pending_.begin(), pending_.end())) {
+    if (!transfer->is_send && transfer->handle) ucp_request_cancel(worker_, transfer->handle);
+    if (transfer->is_send && transfer->aux) ucp_request_cancel(worker_, transfer->aux);
+  }
   if (!graceful) close_endpoints(false);
   Deadline deadline = Deadline::after_ms(kCloseTimeoutMs);
   while (!pending_.empty() && !deadline.expired()) {
@@ -259,6 +416,7 @@ void UcxTransport::shutdown(bool graceful) {
     transfer->failure = BAGUA_ERR_ABORTED;
     transfer->error = "cancelled";
     transfer->handle = nullptr;
+    transfer->aux = nullptr;
   }
   pending_.clear();
   if (graceful) close_endpoints(true);

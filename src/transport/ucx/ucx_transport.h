@@ -4,6 +4,8 @@
 
 #include <ucp/api/ucp.h>
 
+#include <sys/types.h>
+
 #include <memory>
 #include <unordered_set>
 
@@ -11,9 +13,13 @@
 
 namespace bagua {
 
+std::string read_process_memory(pid_t pid, uint64_t address, void* out, size_t bytes);
+
 class UcxTransport : public Transport {
  public:
-  UcxTransport(int rank, int nranks, int timeout_ms);
+  // single_copy_bytes: messages at least this large between ranks of one host are read directly from the
+  // sender's memory (once enable_single_copy is called). Must be the same on every rank.
+  UcxTransport(int rank, int nranks, int timeout_ms, size_t single_copy_bytes);
   ~UcxTransport() override;
 
   Bytes local_address() override;
@@ -26,6 +32,9 @@ class UcxTransport : public Transport {
   void shutdown(bool graceful) override;
   const TransportCounters& counters() const override { return counters_; }
   std::string describe() const override;
+  Bytes single_copy_probe_blob() override;
+  bool single_copy_probe(const std::vector<Bytes>& blobs, const std::vector<bool>& same_host) override;
+  void enable_single_copy(const std::vector<bool>& peers) override;
 
   struct PeerState {
     UcxTransport* owner = nullptr;
@@ -35,6 +44,13 @@ class UcxTransport : public Transport {
 
  private:
   void finish(Transfer& transfer, ucs_status_t status, size_t received_length);
+  void finish_mismatch(Transfer& transfer, uint64_t sent_bytes);
+  void start(Transfer& transfer, bool is_send, int peer, uint64_t tag, size_t bytes);
+  void* ucx_send(int peer, uint64_t tag, const void* data, size_t bytes, ucs_status_t* status);
+  void* ucx_recv(uint64_t tag, void* data, size_t bytes, ucs_status_t* status);
+  ucs_status_t poll_request(void** handle, bool is_recv, size_t* length);
+  bool single_copy(int peer, size_t bytes) const;
+  void read_single_copy(Transfer& transfer);
   void close_endpoints(bool graceful);
 
   int rank_;
@@ -46,6 +62,9 @@ class UcxTransport : public Transport {
   std::unordered_set<Transfer*> pending_;
   TransportCounters counters_;
   bool shut_down_ = false;
+  std::vector<bool> single_copy_peers_;
+  size_t single_copy_bytes_;
+  uint64_t probe_word_ = 0;
 };
 
 }  // namespace bagua

@@ -1,0 +1,109 @@
+// bagua-info: what this build and machine offer, every BAGUA_* parameter, and the algorithm choice table.
+//   bagua-info                 version, build, CPU kernels, UCX transports, parameters
+//   bagua-info --algorithms [-n N]   the algorithm each collective uses, by message size, on N ranks
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <ucp/api/ucp.h>
+
+#include "algorithms/collectives.h"
+#include "algorithms/selection.h"
+#include "core/config.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/memory_type.h"
+#include "topology/host_identity.h"
+
+namespace {
+
+struct Parameter {
+  const char* name;
+  const char* meaning;
+};
+
+const Parameter kParameters[] = {
+    {"BAGUA_RANK", "this rank (set by the launcher)"},
+    {"BAGUA_WORLD_SIZE", "number of ranks (set by the launcher)"},
+    {"BAGUA_LOCAL_RANK", "rank on this host (set by the launcher; checked against the detected layout)"},
+    {"BAGUA_LOCAL_SIZE", "ranks on this host (set by the launcher)"},
+    {"BAGUA_ROOT_ADDR", "host:port of the rendezvous root"},
+    {"BAGUA_ROOT_FILE", "file where rank 0 writes the root address and the others read it"},
+    {"BAGUA_SECRET", "hex job secret for HMAC authentication of the bootstrap"},
+    {"BAGUA_TIMEOUT", "seconds any wait may take (default 30)"},
+    {"BAGUA_LOG_LEVEL", "none, error, warn (default), info, debug, trace"},
+    {"BAGUA_LOG_FILE", "log file instead of stderr; %h host, %p pid"},
+    {"BAGUA_SOCKET_IFNAME", "network interface (name or prefix) for bootstrap sockets"},
+    {"BAGUA_ALGO", "algorithm override, e.g. allreduce:0-64K:rd,64K-:ring;broadcast:tree"},
+    {"BAGUA_HOST_ID", "override of the host identity (boot id + IPC namespace)"},
+    {"BAGUA_TOPO_FILE", "hwloc XML standing in for this machine"},
+    {"BAGUA_BIND", "1: bind each rank's threads to its NUMA node"},
+    {"BAGUA_CPU_KERNELS", "scalar or avx2: use slower CPU reduction loops than the CPU allows"},
+};
+
+void print_algorithms(int nranks) {
+  bagua::AlgorithmSelector selector(std::getenv("BAGUA_ALGO") ? std::getenv("BAGUA_ALGO") : "");
+  std::printf("algorithm choice on %d ranks (bytes = total message)%s\n", nranks,
+              std::getenv("BAGUA_ALGO") ? " with BAGUA_ALGO" : "");
+  const size_t sizes[] = {0, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
+                          64 << 20, 256 << 20, size_t(1) << 30};
+  std::printf("%-15s", "collective");
+  for (size_t s : sizes) {
+    std::string label = s >= (1 << 30) ? std::to_string(s >> 30) + "G"
+                        : s >= (1 << 20) ? std::to_string(s >> 20) + "M"
+                        : s >= (1 << 10) ? std::to_string(s >> 10) + "K"
+                                         : std::to_string(s);
+    std::printf(" %12s", label.c_str());
+  }
+  std::printf("\n");
+  for (int c = 0; c < static_cast<int>(bagua::Collective::kCount); ++c) {
+    auto coll = static_cast<bagua::Collective>(c);
+    if (coll == bagua::Collective::kAlltoallv) continue;  // same choice as alltoall
+    std::printf("%-15s", bagua::collective_name(coll));
+    for (size_t s : sizes) std::printf(" %12s", bagua::algorithm_name(selector.choose(coll, s, nranks)));
+    std::printf("\n");
+  }
+}
+
+void print_overview() {
+  std::printf("bagua %d.%d.%d\n", BAGUA_VERSION_MAJOR, BAGUA_VERSION_MINOR, BAGUA_VERSION_PATCH);
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  std::printf("  UCX %u.%u.%u; CUDA support %s (%d device(s) visible)\n", major, minor, release,
+              bagua::cuda_built() ? "built" : "not built", bagua::cuda_device_count());
+  std::printf("  CPU reduction kernels: %s\n", bagua::cpu_kernels_name(bagua::cpu_kernels()));
+  std::printf("  host identity: %s\n\n", bagua::detect_host_id().c_str());
+  std::printf("parameters:\n");
+  for (const Parameter& p : kParameters) {
+    const char* value = std::getenv(p.name);
+    std::printf("  %-20s %-24s %s\n", p.name, value ? value : "(unset)", p.meaning);
+  }
+  std::printf("\nUCX transports (ucx_info -d lists details):\n");
+  std::fflush(stdout);
+  if (std::system("ucx_info -d 2>/dev/null | grep -E '^#\\s+Transport:' | sort -u | sed 's/^#/ /'") != 0)
+    std::printf("  (ucx_info not found)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool algorithms = false;
+  int nranks = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--algorithms") == 0) algorithms = true;
+    else if (std::strcmp(argv[i], "-n") == 0 && i + 1 < argc) nranks = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: bagua-info [--algorithms [-n nranks]]\n");
+      return 2;
+    }
+  }
+  if (nranks <= 0) nranks = std::getenv("BAGUA_WORLD_SIZE") ? std::atoi(std::getenv("BAGUA_WORLD_SIZE")) : 4;
+  try {
+    if (algorithms) print_algorithms(nranks);
+    else print_overview();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bagua-info: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
