@@ -145,6 +145,10 @@ uint64_t ack_tag(uint64_t tag) { return (kAckKind << 60) | (tag & ((uint64_t(1) 
 }  // namespace
 
 void* UcxTransport::ucx_send(int peer, uint64_t tag, const void* data, size_t bytes, ucs_status_t* status) {
+  if (closing_ || endpoints_[peer] == nullptr) {  // shutting down: no new messages
+    *status = UCS_ERR_CANCELED;
+    return nullptr;
+  }
   ucp_request_param_t param{};
   ucs_status_ptr_t request = ucp_tag_send_nbx(endpoints_[peer], data, bytes, tag, &param);
   *status = UCS_PTR_IS_ERR(request) ? UCS_PTR_STATUS(request) : UCS_OK;
@@ -152,6 +156,10 @@ void* UcxTransport::ucx_send(int peer, uint64_t tag, const void* data, size_t by
 }
 
 void* UcxTransport::ucx_recv(uint64_t tag, void* data, size_t bytes, ucs_status_t* status) {
+  if (closing_) {
+    *status = UCS_ERR_CANCELED;
+    return nullptr;
+  }
   ucp_request_param_t param{};
   // Always a request: UCX 1.13 does not fill recv_info on immediate completion, and we need the length.
   param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
@@ -328,6 +336,7 @@ void UcxTransport::check(Transfer& transfer) {
     if (status != UCS_INPROGRESS) {
       if (transfer.stage == 1 && status == UCS_OK) {
         if (length != kHeaderBytes) return finish(transfer, UCS_OK, length);  // a plain message: size mismatch
+        if (closing_) return finish(transfer, UCS_ERR_CANCELED, 0);
         return read_single_copy(transfer);
       }
       return finish(transfer, status, length);
@@ -398,6 +407,7 @@ void UcxTransport::shutdown(bool graceful) {
     shut_down_ = true;
     return;
   }
+  closing_ = true;
   // Cancel what is pending so that nothing lands in user memory after we return. Receives are cancelled
   // directly; a forced endpoint close completes the sends on it (a dead peer would never acknowledge them).
   for (Transfer* transfer : std::vector<Transfer*>(pending_.begin(), pending_.end())) {

@@ -62,6 +62,7 @@ class UcxTransport : public Transport {
   std::unordered_set<Transfer*> pending_;
   TransportCounters counters_;
   bool shut_down_ = false;
+  bool closing_ = false;  // shutdown in progress: requests are only collected, no new ones posted
   std::vector<bool> single_copy_peers_;
   size_t single_copy_bytes_;
   uint64_t probe_word_ = 0;
