@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common/exact_data.h"
+#include "common/collective_oracle.h"
 #include "kernels/dtype.h"
 
 namespace bagua::perf {
@@ -58,7 +58,7 @@ bool parse_op(const char* text, bagua_redop_t* out) {
 
 [[noreturn]] void usage(const char* tool) {
   std::fprintf(stderr,
-               "usage: %s [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op]\n"
+               "usage: %s [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root]\n"
                "  run under a launcher, e.g. bagua-run -n 2 %s -b 4K -e 64M -f 4\n",
                tool, tool);
   std::exit(2);
@@ -67,7 +67,7 @@ bool parse_op(const char* text, bagua_redop_t* out) {
 PerfArgs parse_args(int argc, char** argv) {
   PerfArgs args;
   int c;
-  while ((c = getopt(argc, argv, "b:e:f:n:w:c:d:o:h")) != -1) {
+  while ((c = getopt(argc, argv, "b:e:f:n:w:c:d:o:r:h")) != -1) {
     switch (c) {
       case 'b': args.min_bytes = parse_size(optarg); break;
       case 'e': args.max_bytes = parse_size(optarg); break;
@@ -77,6 +77,7 @@ PerfArgs parse_args(int argc, char** argv) {
       case 'c': args.check = std::atoi(optarg) != 0; break;
       case 'd': if (!parse_dtype(optarg, &args.dtype)) usage(argv[0]); break;
       case 'o': if (!parse_op(optarg, &args.op)) usage(argv[0]); break;
+      case 'r': args.root = std::atoi(optarg); break;
       default: usage(argv[0]);
     }
   }
@@ -98,29 +99,49 @@ struct Measurement {
     }                                                                                                      \
   } while (0)
 
+struct Buffers {
+  std::vector<unsigned char> send, recv;
+};
+
+// The pointers for one call. In place, they point into one allocation as the call requires: the same
+// buffer, this rank's (or the root's) block of the receive buffer as input, or the reverse.
+std::pair<const void*, void*> call_buffers(const PerfOp& op, bool in_place, Buffers& b, size_t count, int rank,
+                                           int nranks, int root, size_t elem) {
+  const void* send = b.send.data();
+  void* recv = b.recv.data();
+  if (!in_place) return {send, recv};
+  int owner = op.uses_root ? root : rank;
+  bool applies = !op.uses_root || rank == root;  // rooted calls are in place on the root only
+  switch (op.in_place) {
+    case PerfOp::InPlace::kSame: return {recv, recv};
+    case PerfOp::InPlace::kSendInsideRecv:
+      if (applies) return {b.recv.data() + owner * op.send_elems(count, nranks) * elem, recv};
+      return {send, recv};
+    case PerfOp::InPlace::kRecvInsideSend:
+      if (applies) return {send, b.send.data() + owner * op.recv_elems(count, nranks) * elem};
+      return {send, recv};
+    case PerfOp::InPlace::kNone: break;
+  }
+  return {send, recv};
+}
+
 Measurement measure(const PerfOp& op, const PerfArgs& args, bagua_comm_t comm, int rank, int nranks, size_t count,
-                    bool in_place, std::vector<unsigned char>& send, std::vector<unsigned char>& recv) {
-  void* recvbuf = in_place ? send.data() : recv.data();
-  for (int i = 0; i < args.warmup; ++i) PERF_OK(op.run(send.data(), recvbuf, count, args, comm));
+                    bool in_place, Buffers& bufs) {
+  auto [sendbuf, recvbuf] =
+      call_buffers(op, in_place, bufs, count, rank, nranks, args.root, datatype_size(args.dtype));
+  for (int i = 0; i < args.warmup; ++i) PERF_OK(op.run(sendbuf, recvbuf, count, args, comm));
   PERF_OK(bagua_barrier(comm, nullptr));
   auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < args.iterations; ++i) PERF_OK(op.run(send.data(), recvbuf, count, args, comm));
+  for (int i = 0; i < args.iterations; ++i) PERF_OK(op.run(sendbuf, recvbuf, count, args, comm));
   double micros = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
                   args.iterations;
   Measurement m;
   PERF_OK(bagua_allreduce(&micros, &m.micros, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
   if (args.check) {
-    // One more run on inputs whose result is exact (tests/common/exact_data.h), compared bit for bit.
-    bagua_redop_t check_op = op.uses_op ? args.op : BAGUA_SUM;
-    testing::fill_input(send.data(), count, args.dtype, check_op, rank);
-    PERF_OK(op.run(send.data(), recvbuf, count, args, comm));
-    long long wrong = 0;
-    size_t size = datatype_size(args.dtype);
-    unsigned char want[8];
-    for (size_t i = 0; i < count; ++i) {
-      testing::expected_value(want, i, args.dtype, check_op, nranks);
-      if (std::memcmp(static_cast<unsigned char*>(recvbuf) + i * size, want, size) != 0) ++wrong;
-    }
+    // One more run on inputs whose result is exact (tests/common/collective_oracle.h), compared bit for bit.
+    op.fill(const_cast<void*>(sendbuf), count, args, rank, nranks);
+    PERF_OK(op.run(sendbuf, recvbuf, count, args, comm));
+    long long wrong = static_cast<long long>(op.check(recvbuf, count, args, rank, nranks));
     PERF_OK(bagua_allreduce(&wrong, &m.wrong, 1, BAGUA_INT64, BAGUA_SUM, comm, nullptr));
   }
   return m;
@@ -135,6 +156,7 @@ int run_perf(int argc, char** argv, const PerfOp& op) {
   int rank = 0, nranks = 1;
   PERF_OK(bagua_comm_rank(comm, &rank));
   PERF_OK(bagua_comm_size(comm, &nranks));
+  if (args.root < 0 || args.root >= nranks) usage(argv[0]);
   size_t elem = datatype_size(args.dtype);
   if (rank == 0) {
     std::printf("# bagua %s_perf: %d ranks, %d iterations, %d warm-up, check %d\n", op.name, nranks, args.iterations,
@@ -148,19 +170,27 @@ int run_perf(int argc, char** argv, const PerfOp& op) {
   long long total_wrong = 0;
   for (size_t bytes = args.min_bytes; bytes <= args.max_bytes;) {
     size_t count = bytes / elem;
-    std::vector<unsigned char> send(count * elem, 0), recv(count * elem, 0);
-    testing::fill_input(send.data(), count, args.dtype, op.uses_op ? args.op : BAGUA_SUM, rank);
-    Measurement oop = measure(op, args, comm, rank, nranks, count, false, send, recv);
-    Measurement inp = measure(op, args, comm, rank, nranks, count, true, send, recv);
+    Buffers bufs;
+    bufs.send.assign(std::max<size_t>(1, op.send_elems(count, nranks)) * elem, 0);
+    bufs.recv.assign(std::max<size_t>(1, op.recv_elems(count, nranks)) * elem, 0);
+    op.fill(bufs.send.data(), count, args, rank, nranks);
+    Measurement oop = measure(op, args, comm, rank, nranks, count, false, bufs);
+    Measurement inp;
+    bool has_in_place = op.in_place != PerfOp::InPlace::kNone;
+    if (has_in_place) inp = measure(op, args, comm, rank, nranks, count, true, bufs);
     total_wrong += oop.wrong + inp.wrong;
     if (rank == 0) {
       double gb = static_cast<double>(count * elem) / 1e9;
-      double factor = op.busbw_factor(nranks);
+      double factor = op.busbw(nranks);
       auto algbw = [&](double us) { return gb / (us / 1e6); };
-      std::printf("  %10zu %12zu %8s %6s %6d %9.2f %7.2f %7.2f %6lld %9.2f %7.2f %7.2f %6lld\n", count * elem, count,
-                  datatype_name(args.dtype), op.uses_op ? redop_name(args.op) : "none", -1, oop.micros,
-                  algbw(oop.micros), algbw(oop.micros) * factor, args.check ? oop.wrong : -1LL, inp.micros,
-                  algbw(inp.micros), algbw(inp.micros) * factor, args.check ? inp.wrong : -1LL);
+      std::printf("  %10zu %12zu %8s %6s %6d %9.2f %7.2f %7.2f %6lld", count * elem, count, datatype_name(args.dtype),
+                  op.uses_op ? redop_name(args.op) : "none", op.uses_root ? args.root : -1, oop.micros,
+                  algbw(oop.micros), algbw(oop.micros) * factor, args.check ? oop.wrong : -1LL);
+      if (has_in_place)
+        std::printf(" %9.2f %7.2f %7.2f %6lld\n", inp.micros, algbw(inp.micros), algbw(inp.micros) * factor,
+                    args.check ? inp.wrong : -1LL);
+      else
+        std::printf(" %9s %7s %7s %6s\n", "n/a", "n/a", "n/a", "n/a");
       std::fflush(stdout);
     }
     size_t next = static_cast<size_t>(static_cast<double>(bytes) * args.factor);

@@ -21,17 +21,26 @@ struct PerfArgs {
   bool check = true;
   bagua_datatype_t dtype = BAGUA_FLOAT32;
   bagua_redop_t op = BAGUA_SUM;
+  int root = 0;
 };
 
+// One collective, as nccl-tests describes it. `count` is the table's count column: elements of the size
+// column (the total message) divided by the datatype size.
 struct PerfOp {
   const char* name;
-  // nccl-tests' bus bandwidth factor for this operation on n ranks.
-  std::function<double(int nranks)> busbw_factor;
-  // Runs the operation once on `count` elements (in place when sendbuf == recvbuf).
-  std::function<bagua_status_t(const void* sendbuf, void* recvbuf, size_t count, const PerfArgs& args,
-                               bagua_comm_t comm)>
-      run;
-  bool uses_op = true;
+  double busbw_factor(int nranks) const { return busbw(nranks); }
+  std::function<double(int nranks)> busbw;
+  // Elements in the send and receive buffers for a table count.
+  std::function<size_t(size_t count, int nranks)> send_elems, recv_elems;
+  // Fills this rank's input for a data check.
+  std::function<void(void* send, size_t count, const PerfArgs&, int rank, int nranks)> fill;
+  // Wrong elements in this rank's output (0 where the rank has no output).
+  std::function<size_t(const void* recv, size_t count, const PerfArgs&, int rank, int nranks)> check;
+  std::function<bagua_status_t(const void* sendbuf, void* recvbuf, size_t count, const PerfArgs&, bagua_comm_t)> run;
+  // In-place form: the send pointer given the receive buffer (or the reverse, send_is_base), or no in-place form.
+  enum class InPlace { kNone, kSame, kSendInsideRecv, kRecvInsideSend } in_place = InPlace::kSame;
+  bool uses_op = false;
+  bool uses_root = false;
 };
 
 // Parses argv, forms the communicator from the environment, runs the sweep, prints the table on rank 0.

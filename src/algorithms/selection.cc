@@ -114,15 +114,18 @@ double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n) const 
   const double lp = std::log2(static_cast<double>(p));
   const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
   if (n == 1) return 0;
+  // Latency of one round whose messages are `msg` bytes.
+  auto round = [&](double msg) { return alpha + (msg > static_cast<double>(eager_limit) ? rendezvous_us : 0.0); };
+  const double fold_cost = fold * (2 * round(m) + 2 * m * beta + m * gamma);
   switch (c) {
     case Collective::kAllreduce:
       switch (a) {
-        // The pipelined ring also pays a round per 1 MiB segment and step.
-        case Algorithm::kRing: return 2 * (n - 1) * alpha * std::max(1.0, m / n / (1 << 20)) + 2 * frac * m * beta + frac * m * gamma;
-        case Algorithm::kRecursiveDoubling: return lp * (alpha + m * beta + m * gamma) + fold * (2 * alpha + 2 * m * beta + m * gamma);
+        case Algorithm::kRing:
+          return 2 * (n - 1) * round(std::min(m / n, 512.0 * 1024)) + 2 * frac * m * beta + frac * m * gamma;
+        case Algorithm::kRecursiveDoubling: return lp * (round(m) + m * beta + m * gamma) + fold_cost;
         case Algorithm::kRabenseifner:
-          return 2 * lp * alpha + 2 * (p - 1.0) / p * m * beta + (p - 1.0) / p * m * gamma + fold * (2 * alpha + 2 * m * beta + m * gamma);
-        case Algorithm::kTree: return 2 * L * (alpha + m * beta) + L * m * gamma;
+          return 2 * lp * round(m / 2) + 2 * (p - 1.0) / p * m * beta + (p - 1.0) / p * m * gamma + fold_cost;
+        case Algorithm::kTree: return 2 * L * (round(m) + m * beta) + L * m * gamma;
         default: break;
       }
       break;

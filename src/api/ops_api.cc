@@ -10,6 +10,7 @@
 #include "algorithms/p2p.h"
 #include "algorithms/tags.h"
 #include "api/api_guard.h"
+#include "core/backoff.h"
 #include "kernels/dtype.h"
 #include "kernels/memory_type.h"
 
@@ -413,7 +414,9 @@ bagua_status_t bagua_group_end(void) {
   bagua_status_t first = BAGUA_SUCCESS;
   std::vector<bool> done(posted.size(), false);
   size_t remaining = posted.size();
+  Backoff backoff;
   while (remaining > 0) {
+    size_t before = remaining;
     for (size_t i = 0; i < posted.size(); ++i) {
       if (done[i]) continue;
       bagua_comm* comm = posted[i]->comm;
@@ -426,6 +429,8 @@ bagua_status_t bagua_group_end(void) {
       done[i] = true;
       --remaining;
     }
+    if (remaining < before) backoff.busy();
+    else backoff.idle();
   }
   return first;
 }

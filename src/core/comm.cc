@@ -9,6 +9,7 @@
 #include <sched.h>
 
 #include "bootstrap/root_server.h"
+#include "core/backoff.h"
 #include "core/logging.h"
 #include "transport/ucx/ucx_transport.h"
 
@@ -324,18 +325,15 @@ bool Comm::test(Operation& op) {
 }
 
 void Comm::wait(Operation& op) {
-  // Spin while messages flow; when idle, yield the core (ranks may outnumber cores) and then nap briefly.
-  unsigned idle_rounds = 0;
+  Backoff backoff;
   uint64_t last_events = op.events();
   while (!test(op)) {
     if (op.events() != last_events) {
       last_events = op.events();
-      idle_rounds = 0;
-      continue;
+      backoff.busy();
+    } else {
+      backoff.idle();
     }
-    ++idle_rounds;
-    if (idle_rounds > 20000) usleep(50);
-    else if (idle_rounds > 200) sched_yield();
   }
 }
 

@@ -53,3 +53,29 @@ inline size_t alltoallv_count(int from, int to, size_t base) {
 }
 
 }  // namespace bagua::testing
+
+namespace bagua::testing {
+
+// How many elements differ (for perf tools' #wrong column).
+inline size_t wrong_reduced(const void* buf, size_t count, size_t offset, bagua_datatype_t t, bagua_redop_t op,
+                            int nranks) {
+  size_t size = datatype_size(t), wrong = 0;
+  unsigned char want[8];
+  for (size_t i = 0; i < count; ++i) {
+    expected_value(want, offset + i, t, op, nranks);
+    wrong += std::memcmp(static_cast<const unsigned char*>(buf) + i * size, want, size) != 0;
+  }
+  return wrong;
+}
+
+inline size_t wrong_codes(const void* buf, size_t count, bagua_datatype_t t, int a, int b) {
+  size_t size = datatype_size(t), wrong = 0;
+  unsigned char want[8];
+  for (size_t i = 0; i < count; ++i) {
+    store_value(want, 0, t, code_value(t, a, b, i));
+    wrong += std::memcmp(static_cast<const unsigned char*>(buf) + i * size, want, size) != 0;
+  }
+  return wrong;
+}
+
+}  // namespace bagua::testing

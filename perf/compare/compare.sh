@@ -1,0 +1,43 @@
+#!/bin/bash
+# Allreduce busbw of bagua, Open MPI and Gloo on this host, in one go: 2 ranks (or $NP), float sum, in place,
+# 4 KiB to 64 MiB. Three alternating rounds; the table shows per-size medians and ratios.
+#   perf/compare/compare.sh [build-dir]
+set -euo pipefail
+BUILD=${1:-build}
+NP=${NP:-2}
+ROUNDS=${ROUNDS:-3}
+MIN=4096
+MAX=$((64 << 20))
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+for tool in bagua_allreduce_perf mpi_allreduce_perf gloo_allreduce_perf; do
+  [ -x "$BUILD/bin/$tool" ] || { echo "missing $BUILD/bin/$tool (BAGUA_WITH_PEERS=1 scripts/install-deps.sh, then rebuild)"; exit 1; }
+done
+
+for round in $(seq "$ROUNDS"); do
+  # bagua: in-place time (column 10) and busbw (column 12) of nccl-tests' table
+  "$BUILD/bin/bagua-run" -n "$NP" "$BUILD/bin/bagua_allreduce_perf" -b $MIN -e $MAX -f 4 -c 0 -n 20 -w 5 |
+    awk '!/^#/ {print $1, $10, $12}' > "$tmp/bagua.$round"
+  mpirun --allow-run-as-root --bind-to none -np "$NP" "$BUILD/bin/mpi_allreduce_perf" $MIN $MAX 4 20 > "$tmp/mpi.$round"
+  store=$(mktemp -d -p "$tmp")
+  GLOO_STORE_DIR=$store "$BUILD/bin/bagua-run" -n "$NP" "$BUILD/bin/gloo_allreduce_perf" $MIN $MAX 4 5 > "$tmp/gloo.$round"
+done
+
+python3 - "$tmp" "$ROUNDS" <<'PY'
+import statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+def load(name):
+    rows = {}
+    for r in range(1, rounds + 1):
+        for line in open(f"{tmp}/{name}.{r}"):
+            size, us, bw = line.split()
+            rows.setdefault(int(size), []).append((float(us), float(bw)))
+    return {s: (statistics.median(u for u, _ in v), statistics.median(b for _, b in v)) for s, v in rows.items()}
+ours, mpi, gloo = load("bagua"), load("mpi"), load("gloo")
+print(f"{'size':>10} {'bagua us':>9} {'MPI us':>9} {'bagua GB/s':>10} {'MPI GB/s':>9} {'Gloo GB/s':>9} {'x MPI':>6} {'x Gloo':>7}")
+for size in sorted(ours):
+    (bu, bb), (mu, mb), (gu, gb) = ours[size], mpi[size], gloo[size]
+    label = f"{size >> 20}M" if size >= 1 << 20 else f"{size >> 10}K"
+    print(f"{label:>10} {bu:9.1f} {mu:9.1f} {bb:10.2f} {mb:9.2f} {gb:9.2f} {bb / mb:6.2f} {bb / gb:7.1f}")
+PY

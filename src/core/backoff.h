@@ -1,0 +1,25 @@
+// Waiting politely: spin while work flows, yield the core after a while (ranks may outnumber cores), then
+// nap briefly. Call idle() after a round that made no progress and busy() after one that did.
+#pragma once
+
+#include <sched.h>
+#include <unistd.h>
+
+namespace bagua {
+
+class Backoff {
+ public:
+  void busy() { idle_rounds_ = 0; }
+  void idle() {
+    ++idle_rounds_;
+    if (idle_rounds_ > kNapAfter) usleep(50);
+    else if (idle_rounds_ > kYieldAfter) sched_yield();
+  }
+
+ private:
+  static constexpr unsigned kYieldAfter = 200;
+  static constexpr unsigned kNapAfter = 20000;
+  unsigned idle_rounds_ = 0;
+};
+
+}  // namespace bagua
