@@ -17,9 +17,9 @@ done
 
 for round in $(seq "$ROUNDS"); do
   # bagua: in-place time (column 10) and busbw (column 12) of nccl-tests' table
-  "$BUILD/bin/bagua-run" -n "$NP" "$BUILD/bin/bagua_allreduce_perf" -b $MIN -e $MAX -f 4 -c 0 -n 20 -w 5 |
+  "$BUILD/bin/bagua-run" -n "$NP" "$BUILD/bin/bagua_allreduce_perf" -b $MIN -e $MAX -f 4 -c 0 -n 50 -w 10 |
     awk '!/^#/ {print $1, $10, $12}' > "$tmp/bagua.$round"
-  mpirun --allow-run-as-root --bind-to none -np "$NP" "$BUILD/bin/mpi_allreduce_perf" $MIN $MAX 4 20 > "$tmp/mpi.$round"
+  mpirun --allow-run-as-root --bind-to none -np "$NP" "$BUILD/bin/mpi_allreduce_perf" $MIN $MAX 4 50 > "$tmp/mpi.$round"
   store=$(mktemp -d -p "$tmp")
   GLOO_STORE_DIR=$store "$BUILD/bin/bagua-run" -n "$NP" "$BUILD/bin/gloo_allreduce_perf" $MIN $MAX 4 5 > "$tmp/gloo.$round"
 done

@@ -115,7 +115,10 @@ double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n) const 
   const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
   if (n == 1) return 0;
   // Latency of one round whose messages are `msg` bytes.
-  auto round = [&](double msg) { return alpha + (msg > static_cast<double>(eager_limit) ? rendezvous_us : 0.0); };
+  auto round = [&](double msg) {
+    return alpha + (msg > static_cast<double>(eager_limit) ? rendezvous_us : 0.0) +
+           (msg >= static_cast<double>(single_copy_limit) ? single_copy_us : 0.0);
+  };
   const double fold_cost = fold * (2 * round(m) + 2 * m * beta + m * gamma);
   switch (c) {
     case Collective::kAllreduce:

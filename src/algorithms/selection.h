@@ -20,9 +20,11 @@ struct CostModel {
   double latency_us = 2.5;          // alpha: one round of messages
   double rendezvous_us = 3.0;       // extra per round when its messages exceed the eager limit
   size_t eager_limit = 8192;        // UCX switches from eager to rendezvous above this (tag_send table)
+  double single_copy_us = 4.0;      // extra per round whose messages take the single-copy handshake
+  size_t single_copy_limit = 64 << 10;
   double per_message_us = 0.4;      // extra per message when a round talks to many peers
   double link_gbps = 6.5;           // beta: bytes moved per rank, GB/s
-  double reduce_gbps = 15.0;        // gamma: reduction speed, GB/s of input
+  double reduce_gbps = 10.0;        // gamma: reduction speed, GB/s of input (memory-bound at size)
   double cost_us(Collective c, Algorithm a, size_t bytes, int nranks) const;
 };
 
