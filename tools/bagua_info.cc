@@ -1,10 +1,14 @@
 // bagua-info: what this build and machine offer, every BAGUA_* parameter, and the algorithm choice table.
-//   bagua-info                 version, build, CPU kernels, UCX transports, parameters
+//   bagua-info                 version, build, CPU kernels, topology, UCX transports, parameters
+//   bagua-run -n N bagua-info  the same, then the host and rank layout the communicator sees
 //   bagua-info --algorithms [-n N]   the algorithm each collective uses, by message size, on N ranks
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include <ucp/api/ucp.h>
 
@@ -13,7 +17,9 @@
 #include "core/config.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/memory_type.h"
+#include "api/api_guard.h"
 #include "topology/host_identity.h"
+#include "topology/topology.h"
 
 namespace {
 
@@ -73,6 +79,7 @@ void print_overview() {
               bagua::cuda_built() ? "built" : "not built", bagua::cuda_device_count());
   std::printf("  CPU reduction kernels: %s\n", bagua::cpu_kernels_name(bagua::cpu_kernels()));
   std::printf("  host identity: %s\n\n", bagua::detect_host_id().c_str());
+  std::printf("topology (hwloc):\n  %s\n", bagua::MachineTopology::detect().describe().c_str());
   std::printf("parameters:\n");
   for (const Parameter& p : kParameters) {
     const char* value = std::getenv(p.name);
@@ -82,6 +89,43 @@ void print_overview() {
   std::fflush(stdout);
   if (std::system("ucx_info -d 2>/dev/null | grep -E '^#\\s+Transport:' | sort -u | sed 's/^#/ /'") != 0)
     std::printf("  (ucx_info not found)\n");
+}
+
+// Under a launcher: every rank joins, rank 0 prints which ranks share a host as the communicator sees it.
+int print_layout() {
+  bagua_comm_t comm = nullptr;
+  if (bagua_comm_init_from_env(&comm) != BAGUA_SUCCESS) {
+    std::fprintf(stderr, "bagua-info: %s\n", bagua_get_last_error(nullptr));
+    return 1;
+  }
+  int rank = 0, size = 0;
+  bagua_comm_rank(comm, &rank);
+  bagua_comm_size(comm, &size);
+  struct Record {
+    char hostname[64];
+    int32_t host_index, local_rank, local_size, pid;
+  } mine{};
+  gethostname(mine.hostname, sizeof(mine.hostname) - 1);
+  mine.host_index = comm->impl->host_of(rank);
+  mine.local_rank = comm->impl->local_rank();
+  mine.local_size = comm->impl->local_size();
+  mine.pid = static_cast<int32_t>(getpid());
+  std::vector<Record> all(size);
+  bagua_status_t s = bagua_allgather(&mine, all.data(), sizeof(Record), BAGUA_UINT8, comm, nullptr);
+  if (s == BAGUA_SUCCESS && rank == 0) {
+    std::printf("layout: %d ranks on %d host(s)\n  rank  host  local  hostname (pid)\n", size, comm->impl->nhosts());
+    for (int r = 0; r < size; ++r)
+      std::printf("  %4d  %4d  %d/%d    %s (%d)\n", r, all[r].host_index, all[r].local_rank, all[r].local_size,
+                  all[r].hostname, all[r].pid);
+  }
+  bagua_comm_destroy(comm);
+  return s == BAGUA_SUCCESS ? 0 : 1;
+}
+
+bool under_launcher() {
+  for (const char* v : {"BAGUA_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
+    if (std::getenv(v)) return true;
+  return false;
 }
 
 }  // namespace
@@ -99,8 +143,15 @@ int main(int argc, char** argv) {
   }
   if (nranks <= 0) nranks = std::getenv("BAGUA_WORLD_SIZE") ? std::atoi(std::getenv("BAGUA_WORLD_SIZE")) : 4;
   try {
-    if (algorithms) print_algorithms(nranks);
-    else print_overview();
+    if (algorithms) {
+      print_algorithms(nranks);
+    } else if (under_launcher()) {
+      const char* rank = std::getenv("BAGUA_RANK") ? std::getenv("BAGUA_RANK") : std::getenv("RANK");
+      if (rank && std::strcmp(rank, "0") == 0) print_overview();
+      return print_layout();
+    } else {
+      print_overview();
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bagua-info: %s\n", e.what());
     return 1;

@@ -10,6 +10,7 @@
 
 #include "bootstrap/root_server.h"
 #include "core/backoff.h"
+#include "topology/topology.h"
 #include "core/logging.h"
 #include "transport/ucx/ucx_transport.h"
 
@@ -102,8 +103,13 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   std::vector<std::string> host_ids;
   for (const RankInfo& info : table.ranks) host_ids.push_back(info.host_id);
   comm->placement_ = place_rank(host_ids, rank);
+  for (int r = 0; r < nranks; ++r) comm->host_index_.push_back(place_rank(host_ids, r).host_index);
 
   comm->ring_ = BootstrapRing::connect(rank, table, std::move(listener), secret, deadline, &comm->abort_requested_);
+  if (config.bind_numa) {
+    int node = bind_to_numa_node(comm->placement_.local_rank);
+    if (node >= 0) BAGUA_INFO("bound to NUMA node {} (BAGUA_BIND=1)", node);
+  }
 
   // One UCX worker per communicator; worker addresses travel over the bootstrap ring.
   comm->transport_ = std::make_unique<UcxTransport>(rank, nranks, config.timeout_ms, config.single_copy_bytes);

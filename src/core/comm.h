@@ -44,6 +44,8 @@ class Comm {
   int local_rank() const { return placement_.local_rank; }
   int local_size() const { return placement_.local_size; }
   int nhosts() const { return placement_.nhosts; }
+  // Host index (numbered by first appearance in rank order) of any rank: which ranks share a host.
+  int host_of(int rank) const { return host_index_[rank]; }
   uint64_t id() const { return comm_id_; }
   const Config& config() const { return config_; }
   const std::vector<RankInfo>& ranks() const { return ranks_; }
@@ -92,6 +94,7 @@ class Comm {
   Config config_;
   std::vector<RankInfo> ranks_;
   LocalPlacement placement_;
+  std::vector<int> host_index_;
   std::unique_ptr<BootstrapRing> ring_;
   Bytes secret_;       // the job secret, for the rings of split communicators
   SockAddr listen_ip_;  // interface address (port 0) for new listeners

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "algorithms/collectives.h"
+#include "api/api_guard.h"
 #include "common/collective_oracle.h"
 #include "mp/mp_check.h"
 
@@ -317,6 +318,53 @@ void reallocated_buffers(bagua_comm_t comm) {
   if (g_rank == 0) std::printf("reallocated buffers: ok\n");
 }
 
+// On the network-namespace test bed: the layout bagua detected matches the launcher's, and every collective
+// is exact at 1 MiB across hosts.
+void netns(bagua_comm_t comm) {
+  int local_rank = -1, local_size = -1;
+  MP_OK(bagua_comm_local_rank(comm, &local_rank));
+  MP_OK(bagua_comm_local_size(comm, &local_size));
+  MP_CHECK(local_rank == mp_env_int("BAGUA_LOCAL_RANK"));
+  MP_CHECK(local_size == mp_env_int("BAGUA_LOCAL_SIZE"));
+  const bagua::Comm& c = *comm->impl;  // white box: the layout the algorithms see
+  MP_CHECK(c.nhosts() == g_size / local_size);
+  for (int r = 0; r < g_size; ++r) MP_CHECK(c.host_of(r) == r / local_size);
+  const size_t bytes = 1 << 20;
+  long index = 0;
+  for (int ci = 0; ci < static_cast<int>(Collective::kBarrier); ++ci) {
+    auto c2 = static_cast<Collective>(ci);
+    for (bagua_datatype_t t : {BAGUA_FLOAT32, BAGUA_INT32, BAGUA_FLOAT16})
+      for (bagua_redop_t op : {BAGUA_SUM, BAGUA_MAX}) {
+        if (!reduces(c2) && op != BAGUA_SUM) continue;
+        size_t count = bytes / datatype_size(t) / (per_rank_count(c2) ? g_size : 1);
+        for (int place = 0; place < (has_in_place(c2) ? 2 : 1); ++place) {
+          Case k{c2, t, op, count, place == 1, static_cast<int>(index % g_size), false};
+          ++index;
+          run_case(comm, k);
+        }
+      }
+  }
+  MP_OK(bagua_barrier(comm, nullptr));
+  if (g_rank == 0) std::printf("netns: layout ok (%d hosts x %d ranks), %ld collective cases exact at 1 MiB\n",
+                               c.nhosts(), local_size, g_cases);
+}
+
+// On a shaped link: 16 MiB from rank 0 to the last rank (another host) cannot beat the link rate.
+void shaped(bagua_comm_t comm) {
+  const size_t bytes = 16 << 20;
+  std::vector<char> buf(bytes, 1);
+  MP_OK(bagua_barrier(comm, nullptr));
+  auto start = std::chrono::steady_clock::now();
+  if (g_rank == 0) MP_OK(bagua_send(buf.data(), bytes, BAGUA_UINT8, g_size - 1, comm, nullptr));
+  if (g_rank == g_size - 1) MP_OK(bagua_recv(buf.data(), bytes, BAGUA_UINT8, 0, comm, nullptr));
+  double seconds = mp_seconds_since(start);
+  if (g_rank == g_size - 1) {
+    std::printf("shaped: 16 MiB took %.3f s (1 Gbit/s allows no less than 0.134 s)\n", seconds);
+    MP_CHECK(seconds >= 0.12);
+  }
+  MP_OK(bagua_barrier(comm, nullptr));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -332,6 +380,10 @@ int main(int argc, char** argv) {
     reallocated_buffers(comm);
   } else if (mode == "forced") {
     forced(nullptr);
+  } else if (mode == "netns") {
+    netns(comm);
+  } else if (mode == "shaped") {
+    shaped(comm);
   }
   MP_OK(bagua_comm_destroy(comm));
   return 0;
