@@ -5,6 +5,8 @@
 #
 #   scripts/netns-cluster.sh up   --hosts H [--rate 1gbit] [--delay 1ms]
 #   scripts/netns-cluster.sh run  --hosts H --ranks-per-host R [--rate 1gbit] [--delay 1ms] [--show-lanes] -- prog args...
+#   scripts/netns-cluster.sh run  --layout 3,1 [--interleave] ... -- prog args...   (uneven hosts; ranks dealt
+#                                 round-robin over hosts with --interleave instead of host by host)
 #   scripts/netns-cluster.sh down
 #
 # `run` brings a cluster up for the job and takes it down afterwards (unless one is already up). Ranks get
@@ -15,7 +17,7 @@ set -uo pipefail
 
 STATE_DIR=${BAGUA_NETNS_STATE:-/run/bagua-netns}
 SUBNET=10.99.0
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 probe() {
   [ "$(id -u)" = 0 ] || { echo "netns-cluster: needs root (namespaces, tc); skipping"; exit 77; }
@@ -82,10 +84,11 @@ cluster_down() {
 
 # Which transport each endpoint used, read from UCX's own endpoint dump in the bagua debug logs.
 show_lanes() {
-  local logdir=$1 rph=$2
-  python3 - "$logdir" "$rph" <<'PY'
+  local logdir=$1 layout=$2 interleave=$3
+  python3 - "$logdir" "$(assign_ranks "$layout" "$interleave" | paste -sd'|')" <<'PY'
 import glob, re, sys
-logdir, rph = sys.argv[1], int(sys.argv[2])
+logdir, hosts = sys.argv[1], [line.split() for line in sys.argv[2].split("|")]
+host_of = {int(r): h for h, ranks in enumerate(hosts) for r in ranks}
 seen = {}
 for path in glob.glob(f"{logdir}/bagua.*.log"):
     rank, peer = None, None
@@ -96,43 +99,72 @@ for path in glob.glob(f"{logdir}/bagua.*.log"):
         if m: peer = int(m.group(1)); continue
         m = re.search(r"lane\[0\]:\s+\d+:(\S+)", line)
         if m and rank is not None and peer is not None:
-            kind = "within a host" if rank // rph == peer // rph else "between hosts"
+            kind = "within a host" if host_of[rank] == host_of[peer] else "between hosts"
             seen.setdefault(kind, set()).add(re.sub(r"\.\d+$", "", m.group(1)))
             peer = None
 print("netns-cluster: lanes: " + "; ".join(f"{k}: {', '.join(sorted(v))}" for k, v in sorted(seen.items())))
 PY
 }
 
+# Global ranks of every host: host by host, or dealt round-robin (--interleave).
+assign_ranks() {
+  local layout=$1 interleave=$2
+  python3 - "$layout" "$interleave" <<'PY'
+import sys
+sizes = [int(x) for x in sys.argv[1].split(",")]
+hosts = [[] for _ in sizes]
+if sys.argv[2] == "1":
+    rank, h = 0, 0
+    while rank < sum(sizes):
+        if len(hosts[h]) < sizes[h]:
+            hosts[h].append(rank); rank += 1
+        h = (h + 1) % len(sizes)
+else:
+    rank = 0
+    for h, n in enumerate(sizes):
+        hosts[h] = list(range(rank, rank + n)); rank += n
+for ranks in hosts:
+    print(" ".join(map(str, ranks)))
+PY
+}
+
 cluster_run() {
-  local hosts=$1 rph=$2 lanes=$3
+  local layout=$1 interleave=$2 lanes=$3
   shift 3
-  local prefix world=$((hosts * rph)) dir
+  local prefix world dir
   prefix=$(cat "$STATE_DIR/prefix")
+  world=$(( ${layout//,/+} ))
   dir=$(mktemp -d /tmp/bagua-netns-run.XXXXXX)
   local secret
   secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
   # UCX must not pick loopback for peers in other namespaces.
   local extra_env=("UCX_NET_DEVICES=${UCX_NET_DEVICES:-eth0}")
   if [ "$lanes" = 1 ]; then extra_env+=(BAGUA_LOG_LEVEL=debug "BAGUA_LOG_FILE=$dir/bagua.%h.%p.log"); fi
-  local pids=()
-  for h in $(seq 0 $((hosts - 1))); do
+  # For tests: the host index of every rank, in rank order.
+  local host_of
+  host_of=$(assign_ranks "$layout" "$interleave" | awk '{for (i = 1; i <= NF; i++) print $i, NR - 1}' | sort -n | awk '{print $2}' | paste -sd' ')
+  extra_env+=("BAGUA_TESTBED_HOSTS=$host_of")
+  local pids=() h=0
+  while read -r ranks; do
     local ns="${prefix}h$h"
     # One IPC/PID/UTS namespace per host; all of the host's ranks live in it.
     ip netns exec "$ns" unshare --ipc --pid --uts --fork bash -c '
       hostname "$0"
-      host=$1; rph=$2; world=$3; shift 3
-      for l in $(seq 0 $((rph - 1))); do
-        BAGUA_RANK=$((host * rph + l)) BAGUA_LOCAL_RANK=$l BAGUA_LOCAL_SIZE=$rph BAGUA_WORLD_SIZE=$world "$@" &
+      ranks=($1); world=$2; shift 2
+      local_size=${#ranks[@]}
+      for l in "${!ranks[@]}"; do
+        BAGUA_RANK=${ranks[$l]} BAGUA_LOCAL_RANK=$l BAGUA_LOCAL_SIZE=$local_size BAGUA_WORLD_SIZE=$world "$@" &
       done
       status=0
       for job in $(jobs -p); do wait $job || status=$?; done
-      exit $status' "netns-host$h" "$h" "$rph" "$world" \
+      exit $status' "netns-host$h" "$ranks" "$world" \
       env BAGUA_SECRET="$secret" BAGUA_ROOT_FILE="$dir/root" "${extra_env[@]}" "$@" &
     pids+=($!)
-  done
+    h=$((h + 1))
+  done < <(assign_ranks "$layout" "$interleave")
   local status=0
   for p in "${pids[@]}"; do wait "$p" || status=$?; done
-  [ "$lanes" = 1 ] && show_lanes "$dir" "$rph"
+  [ "$lanes" = 1 ] && show_lanes "$dir" "$layout" "$interleave"
   rm -rf "$dir"
   return $status
 }
@@ -140,7 +172,7 @@ cluster_run() {
 cmd=${1:-}
 [ -n "$cmd" ] || usage
 shift
-hosts=0 rph=1 rate="" delay="" lanes=0
+hosts=0 rph=1 rate="" delay="" lanes=0 layout="" interleave=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) hosts=$2; shift 2 ;;
@@ -148,6 +180,8 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
     --show-lanes) lanes=1; shift ;;
+    --layout) layout=$2; shift 2 ;;
+    --interleave) interleave=1; shift ;;
     --) shift; break ;;
     *) usage ;;
   esac
@@ -161,6 +195,11 @@ case "$cmd" in
   down)
     cluster_down ;;
   run)
+    if [ -n "$layout" ]; then
+      hosts=$(echo "$layout" | tr ',' '\n' | wc -l)
+    else
+      layout=$(yes "$rph" | head -n "$hosts" | paste -sd,)
+    fi
     [ "$hosts" -ge 1 ] && [ $# -ge 1 ] || usage
     probe
     owned=0
@@ -172,7 +211,7 @@ case "$cmd" in
     elif [ "$(cat "$STATE_DIR/hosts")" -lt "$hosts" ]; then
       echo "netns-cluster: the cluster that is up has fewer than $hosts hosts"; exit 1
     fi
-    cluster_run "$hosts" "$rph" "$lanes" "$@"
+    cluster_run "$layout" "$interleave" "$lanes" "$@"
     status=$?
     [ $owned = 1 ] && cluster_down && trap - EXIT
     exit $status ;;

@@ -15,18 +15,19 @@ void ring_reduce_scatter_rounds(Schedule& s, const BlockLayout& blocks, const ui
   const ScheduleContext& ctx = s.context();
   const int n = ctx.nranks, r = ctx.rank;
   if (n == 1) {
-    s.prologue().push_back(copy_step(out, src, blocks.bytes(r)));
+    s.prologue().push_back(copy_step(out, src + blocks.offset_bytes(r), blocks.bytes(r)));
     return;
   }
   size_t largest = 0;
   for (int b = 0; b < n; ++b) largest = std::max(largest, blocks.bytes(b));
   uint8_t* tmp = s.scratch(largest);
   uint8_t* acc[2] = {s.scratch(largest), s.scratch(largest)};
-  const int next = ring::next(r, n), prev = ring::prev(r, n);
-  // Step k sends block r-k-1 and receives block r-k-2, so rank r ends owning block r.
+  const int next = ctx.ring_next(), prev = ctx.ring_prev(), pos = ctx.ring_position();
+  // Step k sends the block of ring position pos-k-1 and receives that of pos-k-2, so each rank ends owning
+  // its own block (blocks belong to ranks; the ring visits ranks in ring order).
   for (int k = 0; k < n - 1; ++k) {
-    int send_block = ring::wrap(r - k - 1, n);
-    int recv_block = ring::wrap(r - k - 2, n);
+    int send_block = ctx.ring_rank(ring::wrap(pos - k - 1, n));
+    int recv_block = ctx.ring_rank(ring::wrap(pos - k - 2, n));
     Round& round = s.round();
     const uint8_t* send_data = k == 0 ? src + blocks.offset_bytes(send_block) : acc[(k - 1) % 2];
     round.recvs.push_back({prev, tmp, blocks.bytes(recv_block)});
@@ -86,14 +87,15 @@ uint8_t* allgather_prologue(Schedule& s, const CollectiveArgs& a, const BlockLay
 
 std::unique_ptr<Schedule> allgather_ring(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
-  const int n = ctx.nranks, r = ctx.rank;
+  const int n = ctx.nranks;
   BlockLayout blocks = BlockLayout::uniform(a.count, n, a.dtype);
   uint8_t* out = allgather_prologue(*s, a, blocks);
+  const int pos = ctx.ring_position();
   for (int k = 0; k < n - 1; ++k) {
-    int send_block = ring::wrap(r - k, n), recv_block = ring::wrap(r - k - 1, n);
+    int send_block = ctx.ring_rank(ring::wrap(pos - k, n)), recv_block = ctx.ring_rank(ring::wrap(pos - k - 1, n));
     Round& round = s->round();
-    round.recvs.push_back({ring::prev(r, n), out + blocks.offset_bytes(recv_block), blocks.bytes(recv_block)});
-    round.sends.push_back({ring::next(r, n), out + blocks.offset_bytes(send_block), blocks.bytes(send_block)});
+    round.recvs.push_back({ctx.ring_prev(), out + blocks.offset_bytes(recv_block), blocks.bytes(recv_block)});
+    round.sends.push_back({ctx.ring_next(), out + blocks.offset_bytes(send_block), blocks.bytes(send_block)});
   }
   return s;
 }

@@ -96,7 +96,7 @@ std::unique_ptr<Operation> build_collective(const CollectiveArgs& a, Algorithm a
   if (a.collective == Collective::kAllreduce && algorithm == Algorithm::kRing) {
     RingAllreduceArgs ring{a.sendbuf,  a.recvbuf, a.count,      a.dtype,       a.op,
                            ctx.rank,   ctx.nranks, ctx.comm_id, ctx.sequence, ctx.ring_segment_bytes,
-                           ctx.ring_window};
+                           ctx.ring_window, ctx.ring_position(), ctx.ring_next(), ctx.ring_prev()};
     return std::make_unique<RingAllreduce>(ring, std::move(description));
   }
   using Builder = std::unique_ptr<Schedule> (*)(const CollectiveArgs&, const ScheduleContext&);

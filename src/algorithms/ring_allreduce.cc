@@ -18,12 +18,16 @@ RingAllreduce::RingAllreduce(const RingAllreduceArgs& args, std::string descript
   segments_ = std::max<uint64_t>(1, (largest_chunk + segment_elems_ - 1) / segment_elems_);
   total_units_ = args.nranks > 1 ? 2ull * (args.nranks - 1) * segments_ : 0;
   args_.window = std::max(1, args.window);
+  // Chunks follow ring positions, which need not be ranks (host-adjacent order).
+  if (args_.position < 0) args_.position = args.rank;
+  if (args_.next < 0) args_.next = ring::next(args.rank, args.nranks);
+  if (args_.prev < 0) args_.prev = ring::prev(args.rank, args.nranks);
   slots_.resize(args_.window);
 }
 
 RingAllreduce::UnitPlan RingAllreduce::plan(uint64_t unit) const {
   const int n = args_.nranks;
-  const int r = args_.rank;
+  const int r = args_.position;
   int t = static_cast<int>(unit / segments_);
   uint64_t j = unit % segments_;
   int send_chunk, recv_chunk;
@@ -55,16 +59,15 @@ void RingAllreduce::post_unit(Transport& transport, uint64_t unit) {
   Slot& slot = slots_[unit % slots_.size()];
   slot.unit = unit;
   UnitPlan p = plan(unit);
-  const int n = args_.nranks;
   auto* base = static_cast<uint8_t*>(args_.recvbuf);
-  uint64_t recv_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, ring::prev(args_.rank, n));
+  uint64_t recv_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, args_.prev);
   uint64_t send_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, args_.rank);
   void* recv_into = p.reduce ? scratch_.get() + (unit % slots_.size()) * slot_elems_ * elem_size_
                              : base + p.recv_offset * elem_size_;
-  post_recv(transport, slot.recv, ring::prev(args_.rank, n), recv_tag, recv_into, p.recv_count * elem_size_);
+  post_recv(transport, slot.recv, args_.prev, recv_tag, recv_into, p.recv_count * elem_size_);
   // Reduce-scatter step 0 sends this rank's own chunk straight from sendbuf: no staging copy.
   const uint8_t* send_base = unit < segments_ ? static_cast<const uint8_t*>(args_.sendbuf) : base;
-  post_send(transport, slot.send, ring::next(args_.rank, n), send_tag, send_base + p.send_offset * elem_size_,
+  post_send(transport, slot.send, args_.next, send_tag, send_base + p.send_offset * elem_size_,
             p.send_count * elem_size_);
 }
 

@@ -29,6 +29,9 @@ struct RingAllreduceArgs {
   uint64_t sequence;
   size_t segment_bytes = 512 << 10;
   int window = 4;
+  int position = -1;  // this rank's place on the ring (-1: its rank)
+  int next = -1;      // ring neighbours (-1: rank +- 1)
+  int prev = -1;
 };
 
 class RingAllreduce : public Operation {

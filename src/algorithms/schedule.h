@@ -60,6 +60,17 @@ struct ScheduleContext {
   bagua_redop_t op;
   size_t ring_segment_bytes = 512 << 10;
   int ring_window = 4;
+  // Rings visit ranks in this order (ranks of a host next to each other); empty means 0..n-1.
+  std::vector<int> ring_order;
+  int ring_position() const { return ring_order.empty() ? rank : position_of(rank); }
+  int ring_rank(int position) const { return ring_order.empty() ? position : ring_order[position]; }
+  int ring_next() const { return ring_rank((ring_position() + 1) % nranks); }
+  int ring_prev() const { return ring_rank((ring_position() + nranks - 1) % nranks); }
+  int position_of(int r) const {
+    for (int p = 0; p < static_cast<int>(ring_order.size()); ++p)
+      if (ring_order[p] == r) return p;
+    return r;
+  }
 };
 
 class Schedule {

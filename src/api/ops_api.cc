@@ -182,7 +182,8 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args) {
   comm.check_usable();
   Algorithm algorithm = comm.selector().choose(args.collective, args.message_bytes(n), n);
   ScheduleContext ctx{r,          n,       comm.id(), comm.next_collective_sequence(), tag_kind_of(args.collective),
-                      args.dtype, args.op, comm.config().ring_segment_bytes, comm.config().ring_window};
+                      args.dtype, args.op, comm.config().ring_segment_bytes, comm.config().ring_window,
+                      comm.ring_order()};
   std::string description =
       args.collective == Collective::kBarrier
           ? fmt::format("barrier #{}", ctx.sequence)

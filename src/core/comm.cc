@@ -104,6 +104,9 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   for (const RankInfo& info : table.ranks) host_ids.push_back(info.host_id);
   comm->placement_ = place_rank(host_ids, rank);
   for (int r = 0; r < nranks; ++r) comm->host_index_.push_back(place_rank(host_ids, r).host_index);
+  comm->hosts_.assign(comm->placement_.nhosts, {});
+  for (int r = 0; r < nranks; ++r) comm->hosts_[comm->host_index_[r]].push_back(r);
+  for (const auto& host : comm->hosts_) comm->ring_order_.insert(comm->ring_order_.end(), host.begin(), host.end());
 
   comm->ring_ = BootstrapRing::connect(rank, table, std::move(listener), secret, deadline, &comm->abort_requested_);
   if (config.bind_numa) {

@@ -46,6 +46,10 @@ class Comm {
   int nhosts() const { return placement_.nhosts; }
   // Host index (numbered by first appearance in rank order) of any rank: which ranks share a host.
   int host_of(int rank) const { return host_index_[rank]; }
+  // Ranks sorted by (host, local rank): rings follow it so that a host's ranks are neighbours.
+  const std::vector<int>& ring_order() const { return ring_order_; }
+  // Ranks on each host, hosts in host-index order, ranks ascending.
+  const std::vector<std::vector<int>>& hosts() const { return hosts_; }
   uint64_t id() const { return comm_id_; }
   const Config& config() const { return config_; }
   const std::vector<RankInfo>& ranks() const { return ranks_; }
@@ -95,6 +99,8 @@ class Comm {
   std::vector<RankInfo> ranks_;
   LocalPlacement placement_;
   std::vector<int> host_index_;
+  std::vector<int> ring_order_;
+  std::vector<std::vector<int>> hosts_;
   std::unique_ptr<BootstrapRing> ring_;
   Bytes secret_;       // the job secret, for the rings of split communicators
   SockAddr listen_ip_;  // interface address (port 0) for new listeners
