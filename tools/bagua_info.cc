@@ -1,7 +1,7 @@
 // bagua-info: what this build and machine offer, every BAGUA_* parameter, and the algorithm choice table.
 //   bagua-info                 version, build, CPU kernels, topology, UCX transports, parameters
 //   bagua-run -n N bagua-info  the same, then the host and rank layout the communicator sees
-//   bagua-info --algorithms [-n N]   the algorithm each collective uses, by message size, on N ranks
+//   bagua-info --algorithms [-n N] [--hosts H]   the algorithm each collective uses, by message size, on N ranks
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,10 +47,17 @@ const Parameter kParameters[] = {
     {"BAGUA_CPU_KERNELS", "scalar or avx2: use slower CPU reduction loops than the CPU allows"},
 };
 
-void print_algorithms(int nranks) {
-  bagua::AlgorithmSelector selector(std::getenv("BAGUA_ALGO") ? std::getenv("BAGUA_ALGO") : "");
-  std::printf("algorithm choice on %d ranks (bytes = total message)%s\n", nranks,
-              std::getenv("BAGUA_ALGO") ? " with BAGUA_ALGO" : "");
+void print_algorithms(int nranks, int nhosts) {
+  bagua::Config config = bagua::Config::from_env();
+  bagua::AlgorithmSelector selector(config.algo, config.inter_host_gbps);
+  bagua::HostLayout hosts;
+  if (nhosts > 1)  // ranks dealt host by host, as even as possible
+    for (int h = 0, r = 0; h < nhosts; ++h) {
+      hosts.emplace_back();
+      for (int i = 0; i < nranks / nhosts + (h < nranks % nhosts ? 1 : 0); ++i) hosts.back().push_back(r++);
+    }
+  std::printf("algorithm choice on %d ranks, %d host(s) (bytes = total message)%s\n", nranks, std::max(nhosts, 1),
+              config.algo.empty() ? "" : " with BAGUA_ALGO");
   const size_t sizes[] = {0, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
                           64 << 20, 256 << 20, size_t(1) << 30};
   std::printf("%-15s", "collective");
@@ -66,7 +73,7 @@ void print_algorithms(int nranks) {
     auto coll = static_cast<bagua::Collective>(c);
     if (coll == bagua::Collective::kAlltoallv) continue;  // same choice as alltoall
     std::printf("%-15s", bagua::collective_name(coll));
-    for (size_t s : sizes) std::printf(" %12s", bagua::algorithm_name(selector.choose(coll, s, nranks)));
+    for (size_t s : sizes) std::printf(" %12s", bagua::algorithm_name(selector.choose(coll, s, nranks, hosts)));
     std::printf("\n");
   }
 }
@@ -132,19 +139,20 @@ bool under_launcher() {
 
 int main(int argc, char** argv) {
   bool algorithms = false;
-  int nranks = 0;
+  int nranks = 0, nhosts = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--algorithms") == 0) algorithms = true;
     else if (std::strcmp(argv[i], "-n") == 0 && i + 1 < argc) nranks = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--hosts") == 0 && i + 1 < argc) nhosts = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: bagua-info [--algorithms [-n nranks]]\n");
+      std::fprintf(stderr, "usage: bagua-info [--algorithms [-n nranks] [--hosts H]]\n");
       return 2;
     }
   }
   if (nranks <= 0) nranks = std::getenv("BAGUA_WORLD_SIZE") ? std::atoi(std::getenv("BAGUA_WORLD_SIZE")) : 4;
   try {
     if (algorithms) {
-      print_algorithms(nranks);
+      print_algorithms(nranks, nhosts);
     } else if (under_launcher()) {
       const char* rank = std::getenv("BAGUA_RANK") ? std::getenv("BAGUA_RANK") : std::getenv("RANK");
       if (rank && std::strcmp(rank, "0") == 0) print_overview();

@@ -12,7 +12,8 @@ namespace {
 const char* const kCollectiveNames[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce",
                                         "alltoall",  "alltoallv",      "gather",    "scatter",   "barrier"};
 const char* const kAlgorithmNames[] = {"auto",   "ring",   "rd",       "rabenseifner", "tree",
-                                       "scatter_allgather", "rs_gather", "direct", "pairwise", "dissemination"};
+                                       "scatter_allgather", "rs_gather", "direct", "pairwise", "dissemination",
+                                       "hier", "hier_leader"};
 static_assert(sizeof(kCollectiveNames) / sizeof(kCollectiveNames[0]) == static_cast<size_t>(Collective::kCount));
 static_assert(sizeof(kAlgorithmNames) / sizeof(kAlgorithmNames[0]) == static_cast<size_t>(Algorithm::kCount));
 
@@ -40,7 +41,18 @@ bool parse_algorithm(const std::string& text, Algorithm* out) {
   return false;
 }
 
-bool algorithm_supports(Collective c, Algorithm a, int nranks) {
+bool algorithm_supports(Collective c, Algorithm a, int nranks, const HostLayout& hosts) {
+  if (a == Algorithm::kHierarchical || a == Algorithm::kHierarchicalLeader) {
+    if (hosts.size() < 2) return false;
+    if (c == Collective::kAllreduce && a == Algorithm::kHierarchical) {
+      for (const auto& h : hosts)
+        if (h.size() != hosts.front().size()) return false;  // the rail needs the same ranks on every host
+      return true;
+    }
+    if (c == Collective::kAllreduce) return true;
+    return a == Algorithm::kHierarchical &&
+           (c == Collective::kReduce || c == Collective::kBroadcast || c == Collective::kAllgather);
+  }
   switch (c) {
     case Collective::kAllreduce:
       return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling || a == Algorithm::kRabenseifner ||
@@ -103,9 +115,11 @@ std::unique_ptr<Operation> build_collective(const CollectiveArgs& a, Algorithm a
   Builder builder = nullptr;
   switch (a.collective) {
     case Collective::kAllreduce:
-      builder = algorithm == Algorithm::kRecursiveDoubling ? allreduce_recursive_doubling
-                : algorithm == Algorithm::kTree            ? allreduce_tree
-                                                           : allreduce_rabenseifner;
+      builder = algorithm == Algorithm::kRecursiveDoubling    ? allreduce_recursive_doubling
+                : algorithm == Algorithm::kTree               ? allreduce_tree
+                : algorithm == Algorithm::kHierarchical       ? allreduce_hierarchical
+                : algorithm == Algorithm::kHierarchicalLeader ? allreduce_hierarchical_leader
+                                                              : allreduce_rabenseifner;
       break;
     case Collective::kReduceScatter:
       builder = algorithm == Algorithm::kDirect ? reduce_scatter_direct : reduce_scatter_ring;
@@ -113,12 +127,19 @@ std::unique_ptr<Operation> build_collective(const CollectiveArgs& a, Algorithm a
     case Collective::kAllgather:
       builder = algorithm == Algorithm::kDirect              ? allgather_direct
                 : algorithm == Algorithm::kRecursiveDoubling ? allgather_recursive_doubling
+                : algorithm == Algorithm::kHierarchical      ? allgather_hierarchical
                                                              : allgather_ring;
       break;
     case Collective::kBroadcast:
-      builder = algorithm == Algorithm::kTree ? broadcast_tree : broadcast_scatter_allgather;
+      builder = algorithm == Algorithm::kTree           ? broadcast_tree
+                : algorithm == Algorithm::kHierarchical ? broadcast_hierarchical
+                                                        : broadcast_scatter_allgather;
       break;
-    case Collective::kReduce: builder = algorithm == Algorithm::kTree ? reduce_tree : reduce_scatter_gather; break;
+    case Collective::kReduce:
+      builder = algorithm == Algorithm::kTree           ? reduce_tree
+                : algorithm == Algorithm::kHierarchical ? reduce_hierarchical
+                                                        : reduce_scatter_gather;
+      break;
     case Collective::kAlltoall:
     case Collective::kAlltoallv: builder = algorithm == Algorithm::kPairwise ? alltoall_pairwise : alltoall_direct; break;
     case Collective::kGather: builder = gather_direct; break;
@@ -126,7 +147,7 @@ std::unique_ptr<Operation> build_collective(const CollectiveArgs& a, Algorithm a
     case Collective::kBarrier: builder = barrier_dissemination; break;
     case Collective::kCount: break;
   }
-  if (builder == nullptr || !algorithm_supports(a.collective, algorithm, ctx.nranks))
+  if (builder == nullptr || !algorithm_supports(a.collective, algorithm, ctx.nranks, ctx.hosts))
     fail(BAGUA_ERR_INTERNAL, "no {} algorithm '{}' for {} ranks", collective_name(a.collective),
          algorithm_name(algorithm), ctx.nranks);
   return std::make_unique<ScheduleOp>(kind, std::move(description), builder(a, ctx));

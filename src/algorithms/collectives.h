@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "algorithms/operation.h"
 #include "algorithms/schedule.h"
@@ -36,6 +37,8 @@ enum class Algorithm {
   kDirect,              // one round, every peer at once (reduce_scatter, allgather, alltoall(v), gather, scatter)
   kPairwise,            // n-1 rounds, one peer each (alltoall(v))
   kDissemination,       // barrier
+  kHierarchical,        // across hosts: rail allreduce (same ranks per host); leader-based reduce, broadcast, allgather
+  kHierarchicalLeader,  // allreduce through one leader per host (any layout)
   kCount
 };
 
@@ -43,8 +46,12 @@ const char* collective_name(Collective c);  // "allreduce"
 const char* algorithm_name(Algorithm a);    // "ring"
 bool parse_collective(const std::string& text, Collective* out);
 bool parse_algorithm(const std::string& text, Algorithm* out);
-// Whether `a` can run `c` on nranks ranks (e.g. recursive doubling allgather needs a power of two).
-bool algorithm_supports(Collective c, Algorithm a, int nranks);
+// The ranks of each host (host order as Comm::hosts); one entry for a single-host communicator.
+using HostLayout = std::vector<std::vector<int>>;
+
+// Whether `a` can run `c` on nranks ranks laid out as `hosts` (e.g. recursive doubling allgather needs a
+// power of two; hierarchical algorithms need several hosts; the rail allreduce needs as many ranks on each).
+bool algorithm_supports(Collective c, Algorithm a, int nranks, const HostLayout& hosts = {});
 
 struct CollectiveArgs {
   Collective collective = Collective::kAllreduce;
@@ -90,5 +97,10 @@ std::unique_ptr<Schedule> alltoall_pairwise(const CollectiveArgs& a, const Sched
 std::unique_ptr<Schedule> gather_direct(const CollectiveArgs& a, const ScheduleContext& ctx);
 std::unique_ptr<Schedule> scatter_direct(const CollectiveArgs& a, const ScheduleContext& ctx);
 std::unique_ptr<Schedule> barrier_dissemination(const CollectiveArgs& a, const ScheduleContext& ctx);
+std::unique_ptr<Schedule> allreduce_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx);
+std::unique_ptr<Schedule> allreduce_hierarchical_leader(const CollectiveArgs& a, const ScheduleContext& ctx);
+std::unique_ptr<Schedule> reduce_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx);
+std::unique_ptr<Schedule> broadcast_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx);
+std::unique_ptr<Schedule> allgather_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx);
 
 }  // namespace bagua

@@ -45,15 +45,16 @@ void ScheduleOp::post_round(Transport& transport) {
   transfers_.assign(round.recvs.size() + round.sends.size(), Transfer{});  // within the reserved capacity
   std::map<int, uint64_t> recv_slot, send_slot;
   size_t t = 0;
-  uint64_t base = static_cast<uint64_t>(round_) << 3;
+  uint64_t base = static_cast<uint64_t>(round_) << 6;
   for (const RecvSpec& r : round.recvs) {
     uint64_t slot = recv_slot[r.peer]++;
-    if (slot >= 8) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 8 messages between two ranks in one round");
+    if (slot >= 64) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
     post_recv(transport, transfers_[t++], r.peer, make_tag(ctx.kind, ctx.comm_id, ctx.sequence, base | slot, r.peer),
               r.data, r.bytes);
   }
   for (const SendSpec& s : round.sends) {
     uint64_t slot = send_slot[s.peer]++;
+    if (slot >= 64) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
     post_send(transport, transfers_[t++], s.peer,
               make_tag(ctx.kind, ctx.comm_id, ctx.sequence, base | slot, ctx.rank), s.data, s.bytes);
   }

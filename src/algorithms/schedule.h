@@ -2,8 +2,9 @@
 // done, the round's local steps run in order (reductions, copies). Builders in *_algorithms.cc emit rounds;
 // ScheduleOp runs them. Rank arithmetic stays in patterns/.
 //
-// Tags: the step field carries (round << 3 | k) where k counts the messages between the same two ranks in
-// that round, in the order the builder emits them on both sides (at most 8).
+// Tags: the step field carries (round << 6 | k) where k counts the messages between the same two ranks in
+// that round, in the order the builder emits them on both sides (at most 64). Rounds run one after another,
+// so the round number may wrap.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +63,8 @@ struct ScheduleContext {
   int ring_window = 4;
   // Rings visit ranks in this order (ranks of a host next to each other); empty means 0..n-1.
   std::vector<int> ring_order;
+  // Ranks of each host (hierarchical algorithms); empty means one host.
+  std::vector<std::vector<int>> hosts;
   int ring_position() const { return ring_order.empty() ? rank : position_of(rank); }
   int ring_rank(int position) const { return ring_order.empty() ? position : ring_order[position]; }
   int ring_next() const { return ring_rank((ring_position() + 1) % nranks); }

@@ -43,7 +43,8 @@ bool parse_byte_size(const std::string& text, size_t* out) {
   return true;
 }
 
-AlgorithmSelector::AlgorithmSelector(const std::string& spec) {
+AlgorithmSelector::AlgorithmSelector(const std::string& spec, double inter_host_gbps) {
+  model_.inter_host_gbps = inter_host_gbps;
   auto bad = [&](const std::string& why) {
     fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_ALGO='{}': {} (expected e.g. 'allreduce:ring' or 'allreduce:0-64K:rd,64K-:ring')",
          spec, why);
@@ -74,27 +75,30 @@ AlgorithmSelector::AlgorithmSelector(const std::string& spec) {
       if (!parse_algorithm(trim(algo_text), &a) || a == Algorithm::kAuto)
         bad("unknown algorithm '" + algo_text + "'");
       bool usable_somewhere = false;
+      HostLayout two_hosts = {{0, 1}, {2, 3}};
       for (int n : {2, 3, 4, 8}) usable_somewhere |= algorithm_supports(c, a, n);
+      usable_somewhere |= algorithm_supports(c, a, 4, two_hosts);
       if (!usable_somewhere) bad(std::string(algorithm_name(a)) + " is not an algorithm for " + collective_name(c));
       rules_.push_back({c, lo, hi, a});
     }
   }
 }
 
-Algorithm AlgorithmSelector::choose(Collective c, size_t bytes, int nranks) const {
+Algorithm AlgorithmSelector::choose(Collective c, size_t bytes, int nranks, const HostLayout& hosts) const {
   for (const Rule& rule : rules_)
-    if (rule.collective == c && bytes >= rule.lo && bytes < rule.hi && algorithm_supports(c, rule.algorithm, nranks))
+    if (rule.collective == c && bytes >= rule.lo && bytes < rule.hi &&
+        algorithm_supports(c, rule.algorithm, nranks, hosts))
       return rule.algorithm;
-  return model_choice(c, bytes, nranks);
+  return model_choice(c, bytes, nranks, hosts);
 }
 
-Algorithm AlgorithmSelector::model_choice(Collective c, size_t bytes, int nranks) const {
+Algorithm AlgorithmSelector::model_choice(Collective c, size_t bytes, int nranks, const HostLayout& hosts) const {
   Algorithm best = Algorithm::kAuto;
   double best_cost = std::numeric_limits<double>::infinity();
   for (int i = 1; i < static_cast<int>(Algorithm::kCount); ++i) {
     auto a = static_cast<Algorithm>(i);
-    if (!algorithm_supports(c, a, nranks)) continue;
-    double cost = model_.cost_us(c, a, bytes, nranks);
+    if (!algorithm_supports(c, a, nranks, hosts)) continue;
+    double cost = model_.cost_us(c, a, bytes, nranks, hosts);
     if (cost < best_cost) {  // ties keep the earlier algorithm: deterministic
       best_cost = cost;
       best = a;
@@ -103,17 +107,41 @@ Algorithm AlgorithmSelector::model_choice(Collective c, size_t bytes, int nranks
   return best;
 }
 
-double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n) const {
+double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n, const HostLayout& hosts) const {
   const double m = static_cast<double>(bytes);
   const double alpha = latency_us, delta = per_message_us;
-  const double beta = 1e-3 / link_gbps;     // us per byte
+  const int H = std::max<int>(1, static_cast<int>(hosts.size()));
+  size_t most_local = 1;
+  for (const auto& h : hosts) most_local = std::max(most_local, h.size());
+  const double L = static_cast<double>(most_local);
+  const double beta_intra = 1e-3 / link_gbps;
+  const double beta_inter = 1e-3 / inter_host_gbps;
+  // Flat algorithms on several hosts are bound by the links between them.
+  const double beta = H > 1 ? beta_inter : beta_intra;  // us per byte
   const double gamma = 1e-3 / reduce_gbps;  // us per byte reduced
-  const double L = binomial::ceil_log2(n);
+  const double levels = binomial::ceil_log2(n);
   const int p = recursive::core_size(n);
   const double fold = recursive::folded(n) > 0 ? 1.0 : 0.0;
   const double lp = std::log2(static_cast<double>(p));
   const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
   if (n == 1) return 0;
+  if (a == Algorithm::kHierarchical || a == Algorithm::kHierarchicalLeader) {
+    const double inter = 2.0 * (H - 1) / H * m * beta_inter;  // what each host sends to the others
+    const double intra_rs_ag = 2 * (L - 1) * alpha + 2 * (L - 1) / L * m * beta_intra;
+    switch (c) {
+      case Collective::kAllreduce:
+        // The rail runs L flows over each host link at once; measured on the test bed (2x2, 1 Gbit/s TCP),
+        // they share it unevenly and finish ~1.6x later than one flow with the same bytes.
+        if (a == Algorithm::kHierarchical)
+          return intra_rs_ag + (L - 1) / L * m * gamma + 2 * (H - 1) * alpha + inter * (1 + 0.6 * (L - 1));
+        return 2 * alpha + 2 * (L - 1) * m * beta_intra + (L - 1) * m * gamma + 2 * (H - 1) * alpha + inter;
+      case Collective::kReduce:
+      case Collective::kBroadcast:
+        return 2 * alpha + (L - 1) * m * beta_intra + std::ceil(std::log2(H)) * (alpha + m * beta_inter);
+      case Collective::kAllgather: return 3 * alpha + m * beta_intra + (H - 1.0) / H * m * beta_inter;
+      default: return std::numeric_limits<double>::infinity();
+    }
+  }
   // Latency of one round whose messages are `msg` bytes.
   auto round = [&](double msg) {
     return alpha + (msg > static_cast<double>(eager_limit) ? rendezvous_us : 0.0) +
@@ -128,7 +156,7 @@ double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n) const 
         case Algorithm::kRecursiveDoubling: return lp * (round(m) + m * beta + m * gamma) + fold_cost;
         case Algorithm::kRabenseifner:
           return 2 * lp * round(m / 2) + 2 * (p - 1.0) / p * m * beta + (p - 1.0) / p * m * gamma + fold_cost;
-        case Algorithm::kTree: return 2 * L * (round(m) + m * beta) + L * m * gamma;
+        case Algorithm::kTree: return 2 * levels * (round(m) + m * beta) + levels * m * gamma;
         default: break;
       }
       break;
@@ -138,15 +166,15 @@ double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n) const 
       break;
     case Collective::kAllgather:
       if (a == Algorithm::kRing) return (n - 1) * (alpha + m / n * beta);
-      if (a == Algorithm::kRecursiveDoubling) return L * alpha + frac * m * beta;
+      if (a == Algorithm::kRecursiveDoubling) return levels * alpha + frac * m * beta;
       if (a == Algorithm::kDirect) return alpha + (n - 1) * delta + frac * m * 1.2 * beta;
       break;
     case Collective::kBroadcast:
-      if (a == Algorithm::kTree) return L * (alpha + m * beta);
-      if (a == Algorithm::kScatterAllgather) return (L + n - 1) * alpha + 2 * frac * m * beta;
+      if (a == Algorithm::kTree) return levels * (alpha + m * beta);
+      if (a == Algorithm::kScatterAllgather) return (levels + n - 1) * alpha + 2 * frac * m * beta;
       break;
     case Collective::kReduce:
-      if (a == Algorithm::kTree) return L * (alpha + m * beta + m * gamma);
+      if (a == Algorithm::kTree) return levels * (alpha + m * beta + m * gamma);
       if (a == Algorithm::kReduceScatterGather) return n * alpha + (n - 1) * delta + frac * m * (2 * beta + gamma);
       break;
     case Collective::kAlltoall:
@@ -156,7 +184,7 @@ double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n) const 
       break;
     case Collective::kGather:
     case Collective::kScatter: return alpha + (n - 1) * delta + frac * m * beta;
-    case Collective::kBarrier: return L * alpha;
+    case Collective::kBarrier: return levels * alpha;
     case Collective::kCount: break;
   }
   return std::numeric_limits<double>::infinity();

@@ -23,19 +23,22 @@ struct CostModel {
   double single_copy_us = 4.0;      // extra per round whose messages take the single-copy handshake
   size_t single_copy_limit = 64 << 10;
   double per_message_us = 0.4;      // extra per message when a round talks to many peers
-  double link_gbps = 6.5;           // beta: bytes moved per rank, GB/s
+  double link_gbps = 6.5;           // beta: bytes moved per rank within a host, GB/s
+  double inter_host_gbps = 1.25;    // bytes a host sends to other hosts, GB/s (BAGUA_INTER_HOST_GBPS; 10 GbE)
   double reduce_gbps = 10.0;        // gamma: reduction speed, GB/s of input (memory-bound at size)
-  double cost_us(Collective c, Algorithm a, size_t bytes, int nranks) const;
+  // hosts: the communicator's layout. Across hosts, flat algorithms are bound by the inter-host link that
+  // their ring or tree crosses; hierarchical ones move 2(H-1)/H of the vector per host across hosts.
+  double cost_us(Collective c, Algorithm a, size_t bytes, int nranks, const HostLayout& hosts = {}) const;
 };
 
 class AlgorithmSelector {
  public:
   AlgorithmSelector() = default;
   // Throws INVALID_USAGE naming BAGUA_ALGO when the text does not parse.
-  explicit AlgorithmSelector(const std::string& spec);
+  explicit AlgorithmSelector(const std::string& spec, double inter_host_gbps = 1.25);
   // The algorithm for a call: a matching BAGUA_ALGO rule that supports nranks, else the cheapest by the model.
-  Algorithm choose(Collective c, size_t bytes, int nranks) const;
-  Algorithm model_choice(Collective c, size_t bytes, int nranks) const;
+  Algorithm choose(Collective c, size_t bytes, int nranks, const HostLayout& hosts = {}) const;
+  Algorithm model_choice(Collective c, size_t bytes, int nranks, const HostLayout& hosts = {}) const;
   const CostModel& model() const { return model_; }
 
  private:

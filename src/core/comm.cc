@@ -60,7 +60,7 @@ RankInfo local_rank_info(const Socket& listener) {
 }
 
 std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& root, const Config& config) {
-  AlgorithmSelector selector(config.algo);  // a bad BAGUA_ALGO fails here, before any connection
+  AlgorithmSelector selector(config.algo, config.inter_host_gbps);  // a bad BAGUA_ALGO fails here, first
   set_log_rank(rank);
   Deadline deadline = Deadline::after_ms(static_cast<long long>(config.timeout_ms) + kInitSlackMs);
   std::atomic<bool> never(false);
@@ -94,7 +94,7 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   comm->config_ = config;
-  comm->selector_ = AlgorithmSelector(config.algo);
+  comm->selector_ = AlgorithmSelector(config.algo, config.inter_host_gbps);
   comm->secret_ = secret;
   comm->listen_ip_ = listener.local_address();
   comm->listen_ip_.set_port(0);

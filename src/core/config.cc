@@ -53,6 +53,13 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_SINGLE_COPY_MIN='{}' must be a byte count of at least 1024", text);
     config.single_copy_bytes = static_cast<size_t>(v);
   }
+  if (const char* text = std::getenv("BAGUA_INTER_HOST_GBPS"); text && *text) {
+    char* end = nullptr;
+    double v = std::strtod(text, &end);
+    if (*end != '\0' || !(v > 0.001 && v < 100000))
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_INTER_HOST_GBPS='{}' must be a bandwidth in GB/s", text);
+    config.inter_host_gbps = v;
+  }
   if (const char* text = std::getenv("BAGUA_RING_WINDOW"); text && *text) {
     char* end = nullptr;
     long v = std::strtol(text, &end, 10);
@@ -99,6 +106,7 @@ uint64_t Config::agreement_hash() const {
   hash = fnv1a(hash, &ring_segment_bytes, sizeof(ring_segment_bytes));
   hash = fnv1a(hash, &ring_window, sizeof(ring_window));
   hash = fnv1a(hash, &single_copy_bytes, sizeof(single_copy_bytes));
+  hash = fnv1a(hash, &inter_host_gbps, sizeof(inter_host_gbps));
   return hash;
 }
 

@@ -15,7 +15,8 @@ struct Config {
   std::string algo;  // BAGUA_ALGO, used by algorithm selection
   size_t ring_segment_bytes = 512 << 10;  // BAGUA_RING_SEGMENT: pipelined ring message size
   int ring_window = 4;                  // BAGUA_RING_WINDOW: ring segments in flight
-  size_t single_copy_bytes = 64 << 10;  // BAGUA_SINGLE_COPY_MIN: smallest message read directly between host peers
+  size_t single_copy_bytes = 64 << 10;
+  double inter_host_gbps = 1.25;  // BAGUA_INTER_HOST_GBPS: link between hosts, for algorithm selection  // BAGUA_SINGLE_COPY_MIN: smallest message read directly between host peers
 
   // Defaults overridden by BAGUA_TIMEOUT (seconds, may be fractional), BAGUA_BIND, BAGUA_ALGO.
   static Config from_env();

@@ -238,6 +238,35 @@ void forced(const char* launcher_algo) {
   if (g_rank == 0) std::printf("forced algorithms: %ld cases on %d ranks ok\n", g_cases - before, g_size);
 }
 
+// On several hosts: every hierarchical algorithm forced (BAGUA_ALGO) on the same cases as `forced`.
+void hierarchical(bagua_comm_t world) {
+  const HostLayout& hosts = world->impl->hosts();
+  const size_t counts[] = {0, 1, 7, 1025, 300007};
+  long before = g_cases;
+  for (int ci = 0; ci < static_cast<int>(Collective::kCount); ++ci) {
+    auto c = static_cast<Collective>(ci);
+    for (Algorithm a : {Algorithm::kHierarchical, Algorithm::kHierarchicalLeader}) {
+      if (!algorithm_supports(c, a, g_size, hosts)) continue;
+      setenv("BAGUA_ALGO", fmt::format("{}:{}", collective_name(c), algorithm_name(a)).c_str(), 1);
+      bagua_comm_t comm = nullptr;
+      MP_OK(bagua_comm_init_from_env(&comm));
+      long index = 0;
+      for (bagua_datatype_t t : {BAGUA_FLOAT32, BAGUA_INT32, BAGUA_FLOAT16})
+        for (bagua_redop_t op : {BAGUA_SUM, BAGUA_MAX, BAGUA_AVG})
+          for (size_t count : counts)
+            for (int place = 0; place < 2; ++place) {
+              if (!reduces(c) && op != BAGUA_SUM) continue;
+              Case k{c, t, op, count, place == 1, static_cast<int>(index % g_size), index % 4 == 3};
+              ++index;
+              run_case(comm, k);
+            }
+      MP_OK(bagua_comm_destroy(comm));
+    }
+  }
+  unsetenv("BAGUA_ALGO");
+  if (g_rank == 0) std::printf("hierarchical algorithms: %ld cases on %zu hosts ok\n", g_cases - before, hosts.size());
+}
+
 void split(bagua_comm_t parent) {
   // Even and odd ranks, ordered by descending key; rank 0 also opts out of a second split.
   bagua_comm_t child = nullptr;
@@ -397,6 +426,7 @@ int main(int argc, char** argv) {
     forced(nullptr);
   } else if (mode == "netns") {
     netns(comm);
+    hierarchical(comm);
   } else if (mode == "shaped") {
     shaped(comm);
   }

@@ -1,0 +1,281 @@
+// Hierarchical collectives for communicators that span hosts (ScheduleContext::hosts lists each host's ranks).
+//
+//   allreduce "hier" (rail): ring reduce-scatter inside each host, ring allreduce of each block across hosts
+//     among the ranks with the same local index (every local rank busy), ring allgather inside each host.
+//     Needs the same number of ranks on every host. Inter-host traffic per host: 2(H-1)/H of the vector.
+//   allreduce "hier_leader": reduce to one leader per host, ring allreduce among leaders, broadcast inside
+//     each host. Any layout (3+1, single-rank hosts).
+//   reduce / broadcast "hier": through the host leaders (on the root's host the root leads), binomial tree
+//     among leaders. allgather "hier": gather to leaders, leaders exchange host bundles, leaders broadcast.
+//
+// Phases of different groups run in the same schedule rounds; a phase whose groups differ in size is padded
+// with empty rounds so every rank numbers rounds alike (tags carry the round).
+#include <algorithm>
+
+#include "algorithms/block_layout.h"
+#include "algorithms/collectives.h"
+#include "algorithms/patterns/binomial.h"
+#include "algorithms/patterns/ring.h"
+#include "kernels/dtype.h"
+
+namespace bagua {
+
+namespace {
+
+struct Place {
+  int host = 0;   // index into ctx.hosts
+  int local = 0;  // index into ctx.hosts[host]
+};
+
+Place place_of(const ScheduleContext& ctx, int rank) {
+  for (int h = 0; h < static_cast<int>(ctx.hosts.size()); ++h)
+    for (int l = 0; l < static_cast<int>(ctx.hosts[h].size()); ++l)
+      if (ctx.hosts[h][l] == rank) return {h, l};
+  return {};
+}
+
+// Rounds of a ring phase over `group` (this rank at index `me`), padded to `rounds` in total.
+void pad_to(Schedule& s, size_t start, size_t rounds) {
+  while (s.rounds().size() < start + rounds) s.round();
+}
+
+// Ring reduce-scatter over a group: member i ends with block i of `blocks` (over `src`) reduced into out.
+void group_reduce_scatter(Schedule& s, const std::vector<int>& group, int me, const BlockLayout& blocks,
+                          const uint8_t* src, uint8_t* out, size_t pad_rounds) {
+  size_t start = s.rounds().size();
+  const int g = static_cast<int>(group.size());
+  if (g > 1) {
+    size_t largest = 0;
+    for (int b = 0; b < g; ++b) largest = std::max(largest, blocks.bytes(b));
+    uint8_t* tmp = s.scratch(largest);
+    uint8_t* acc[2] = {s.scratch(largest), s.scratch(largest)};
+    int next = group[(me + 1) % g], prev = group[(me + g - 1) % g];
+    for (int k = 0; k < g - 1; ++k) {
+      int send_block = ring::wrap(me - k - 1, g), recv_block = ring::wrap(me - k - 2, g);
+      Round& round = s.round();
+      round.recvs.push_back({prev, tmp, blocks.bytes(recv_block)});
+      round.sends.push_back({next, k == 0 ? src + blocks.offset_bytes(send_block) : acc[(k - 1) % 2],
+                             blocks.bytes(send_block)});
+      uint8_t* dst = k == g - 2 ? out : acc[k % 2];
+      round.after.push_back(reduce_step(dst, tmp, src + blocks.offset_bytes(recv_block), blocks.count(recv_block)));
+    }
+  } else {
+    LocalStep copy = copy_step(out, src + blocks.offset_bytes(me), blocks.bytes(me));
+    if (s.rounds().empty()) s.prologue().push_back(copy);
+    else s.last().after.push_back(copy);
+  }
+  pad_to(s, start, pad_rounds);
+}
+
+// Ring allgather over a group: member i holds block i of `region`; afterwards everyone holds all.
+void group_allgather(Schedule& s, const std::vector<int>& group, int me, const BlockLayout& blocks, uint8_t* region,
+                     size_t pad_rounds) {
+  size_t start = s.rounds().size();
+  const int g = static_cast<int>(group.size());
+  int next = group[(me + 1) % g], prev = group[(me + g - 1) % g];
+  for (int k = 0; k < g - 1; ++k) {
+    int send_block = ring::wrap(me - k, g), recv_block = ring::wrap(me - k - 1, g);
+    Round& round = s.round();
+    round.recvs.push_back({prev, region + blocks.offset_bytes(recv_block), blocks.bytes(recv_block)});
+    round.sends.push_back({next, region + blocks.offset_bytes(send_block), blocks.bytes(send_block)});
+  }
+  pad_to(s, start, pad_rounds);
+}
+
+void append_after_last(Schedule& s, const LocalStep& step) {
+  if (s.rounds().empty()) s.prologue().push_back(step);
+  else s.last().after.push_back(step);
+}
+
+// Ring allreduce of `count` elements at `buf` among `group`, dividing by nranks for avg at each owner.
+void group_allreduce(Schedule& s, const std::vector<int>& group, int me, uint8_t* buf, size_t count,
+                     const CollectiveArgs& a, size_t pad_each) {
+  const int g = static_cast<int>(group.size());
+  BlockLayout sub = BlockLayout::balanced(count, std::max(g, 1), a.dtype);
+  group_reduce_scatter(s, group, me, sub, buf, buf + sub.offset_bytes(me), pad_each);
+  if (a.op == BAGUA_AVG) append_after_last(s, divide_step(buf + sub.offset_bytes(me), sub.count(me)));
+  group_allgather(s, group, me, sub, buf, pad_each);
+}
+
+// Leader of each host: the first rank, or `root` on the root's host.
+std::vector<int> leaders(const ScheduleContext& ctx, int root) {
+  std::vector<int> out;
+  for (const auto& h : ctx.hosts)
+    out.push_back(root >= 0 && std::find(h.begin(), h.end(), root) != h.end() ? root : h.front());
+  return out;
+}
+
+// One round: every non-leader of each host sends `bytes` at `data` to its leader, which receives them into
+// `slots` (slot l for local index l). Hosts without other ranks idle.
+void gather_to_leader(Schedule& s, const ScheduleContext& ctx, int leader, const std::vector<int>& host,
+                      const uint8_t* data, size_t bytes, uint8_t* slots, size_t slot_stride) {
+  Round& round = s.round();
+  if (ctx.rank == leader) {
+    for (size_t l = 0; l < host.size(); ++l)
+      if (host[l] != leader) round.recvs.push_back({host[l], slots + l * slot_stride, bytes});
+  } else {
+    round.sends.push_back({leader, data, bytes});
+  }
+}
+
+void broadcast_from_leader(Schedule& s, const ScheduleContext& ctx, int leader, const std::vector<int>& host,
+                           uint8_t* buf, size_t bytes) {
+  Round& round = s.round();
+  if (ctx.rank == leader) {
+    for (int r : host)
+      if (r != leader) round.sends.push_back({r, buf, bytes});
+  } else {
+    round.recvs.push_back({leader, buf, bytes});
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Schedule> allreduce_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
+  auto s = std::make_unique<Schedule>(ctx);
+  Place me = place_of(ctx, ctx.rank);
+  const std::vector<int>& host = ctx.hosts[me.host];
+  const int L = static_cast<int>(host.size()), H = static_cast<int>(ctx.hosts.size());
+  auto* out = static_cast<uint8_t*>(a.recvbuf);
+  const auto* in = static_cast<const uint8_t*>(a.sendbuf);
+  BlockLayout blocks = BlockLayout::balanced(a.count, L, a.dtype);
+  // 1. Reduce-scatter inside the host: local rank l owns block l.
+  group_reduce_scatter(*s, host, me.local, blocks, in, out + blocks.offset_bytes(me.local), L - 1);
+  // 2. Allreduce of block l across hosts, among the ranks with local index l (a rail).
+  std::vector<int> rail;
+  for (const auto& h : ctx.hosts) rail.push_back(h[me.local]);
+  group_allreduce(*s, rail, me.host, out + blocks.offset_bytes(me.local), blocks.count(me.local), a, H - 1);
+  // 3. Allgather inside the host.
+  group_allgather(*s, host, me.local, blocks, out, L - 1);
+  return s;
+}
+
+std::unique_ptr<Schedule> allreduce_hierarchical_leader(const CollectiveArgs& a, const ScheduleContext& ctx) {
+  auto s = std::make_unique<Schedule>(ctx);
+  Place me = place_of(ctx, ctx.rank);
+  const std::vector<int>& host = ctx.hosts[me.host];
+  std::vector<int> leader_of = leaders(ctx, -1);
+  const int leader = leader_of[me.host];
+  size_t bytes = a.count * datatype_size(a.dtype);
+  auto* out = static_cast<uint8_t*>(a.recvbuf);
+  // 1. Reduce to the leader: one round of direct sends, combined in local-rank order.
+  if (ctx.rank == leader) {
+    s->prologue().push_back(copy_step(out, a.sendbuf, bytes));
+    uint8_t* parts = s->scratch(bytes * host.size());
+    gather_to_leader(*s, ctx, leader, host, nullptr, bytes, parts, bytes);
+    for (size_t l = 1; l < host.size(); ++l) s->last().after.push_back(reduce_step(out, out, parts + l * bytes, a.count));
+  } else {
+    gather_to_leader(*s, ctx, leader, host, static_cast<const uint8_t*>(a.sendbuf), bytes, nullptr, 0);
+  }
+  // 2. Ring allreduce among the leaders (the others wait in empty rounds).
+  const int H = static_cast<int>(ctx.hosts.size());
+  if (ctx.rank == leader) {
+    group_allreduce(*s, leader_of, me.host, out, a.count, a, H - 1);
+  } else {
+    pad_to(*s, s->rounds().size(), 2 * (H - 1));
+  }
+  // 3. Broadcast inside each host.
+  broadcast_from_leader(*s, ctx, leader, host, out, bytes);
+  return s;
+}
+
+std::unique_ptr<Schedule> reduce_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
+  auto s = std::make_unique<Schedule>(ctx);
+  Place me = place_of(ctx, ctx.rank);
+  const std::vector<int>& host = ctx.hosts[me.host];
+  std::vector<int> leader_of = leaders(ctx, a.root);
+  const int leader = leader_of[me.host];
+  size_t bytes = a.count * datatype_size(a.dtype);
+  const int H = static_cast<int>(ctx.hosts.size());
+  // Leaders accumulate in recvbuf (the root) or scratch.
+  uint8_t* acc = ctx.rank == a.root ? static_cast<uint8_t*>(a.recvbuf) : (ctx.rank == leader ? s->scratch(bytes) : nullptr);
+  if (ctx.rank == leader) {
+    s->prologue().push_back(copy_step(acc, a.sendbuf, bytes));
+    uint8_t* parts = s->scratch(bytes * host.size());
+    gather_to_leader(*s, ctx, leader, host, nullptr, bytes, parts, bytes);
+    for (size_t l = 0; l < host.size(); ++l)
+      if (host[l] != leader) s->last().after.push_back(reduce_step(acc, acc, parts + l * bytes, a.count));
+  } else {
+    gather_to_leader(*s, ctx, leader, host, static_cast<const uint8_t*>(a.sendbuf), bytes, nullptr, 0);
+  }
+  // Binomial reduce among leaders toward the root's host.
+  int root_host = place_of(ctx, a.root).host;
+  int vr = binomial::relative(me.host, root_host, H);
+  uint8_t* tmp = ctx.rank == leader ? s->scratch(bytes) : nullptr;
+  for (int i = binomial::ceil_log2(H) - 1; i >= 0; --i) {
+    int mask = binomial::broadcast_mask(i, H);
+    Round& round = s->round();
+    if (ctx.rank != leader) continue;
+    if (int child = binomial::send_to(vr, mask, H); child >= 0) {
+      round.recvs.push_back({leader_of[binomial::absolute(child, root_host, H)], tmp, bytes});
+      round.after.push_back(reduce_step(acc, acc, tmp, a.count));
+    }
+    if (int parent = binomial::receive_from(vr, mask); parent >= 0)
+      round.sends.push_back({leader_of[binomial::absolute(parent, root_host, H)], acc, bytes});
+  }
+  if (ctx.rank == a.root && a.op == BAGUA_AVG) append_after_last(*s, divide_step(acc, a.count));
+  return s;
+}
+
+std::unique_ptr<Schedule> broadcast_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
+  auto s = std::make_unique<Schedule>(ctx);
+  Place me = place_of(ctx, ctx.rank);
+  const std::vector<int>& host = ctx.hosts[me.host];
+  std::vector<int> leader_of = leaders(ctx, a.root);
+  const int leader = leader_of[me.host];
+  size_t bytes = a.count * datatype_size(a.dtype);
+  auto* buf = static_cast<uint8_t*>(a.recvbuf);
+  if (ctx.rank == a.root) s->prologue().push_back(copy_step(buf, a.sendbuf, bytes));
+  const int H = static_cast<int>(ctx.hosts.size());
+  int root_host = place_of(ctx, a.root).host;
+  int vr = binomial::relative(me.host, root_host, H);
+  for (int i = 0; i < binomial::ceil_log2(H); ++i) {
+    int mask = binomial::broadcast_mask(i, H);
+    Round& round = s->round();
+    if (ctx.rank != leader) continue;
+    if (int from = binomial::receive_from(vr, mask); from >= 0)
+      round.recvs.push_back({leader_of[binomial::absolute(from, root_host, H)], buf, bytes});
+    if (int to = binomial::send_to(vr, mask, H); to >= 0)
+      round.sends.push_back({leader_of[binomial::absolute(to, root_host, H)], buf, bytes});
+  }
+  broadcast_from_leader(*s, ctx, leader, host, buf, bytes);
+  return s;
+}
+
+std::unique_ptr<Schedule> allgather_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
+  auto s = std::make_unique<Schedule>(ctx);
+  Place me = place_of(ctx, ctx.rank);
+  const std::vector<int>& host = ctx.hosts[me.host];
+  std::vector<int> leader_of = leaders(ctx, -1);
+  const int leader = leader_of[me.host];
+  BlockLayout blocks = BlockLayout::uniform(a.count, ctx.nranks, a.dtype);
+  auto* out = static_cast<uint8_t*>(a.recvbuf);
+  size_t block = blocks.bytes(0);
+  s->prologue().push_back(copy_step(out + blocks.offset_bytes(ctx.rank), a.sendbuf, block));
+  // 1. Every rank's block to its leader, straight into place.
+  {
+    Round& round = s->round();
+    if (ctx.rank == leader) {
+      for (int r : host)
+        if (r != leader) round.recvs.push_back({r, out + blocks.offset_bytes(r), block});
+    } else {
+      round.sends.push_back({leader, out + blocks.offset_bytes(ctx.rank), block});
+    }
+  }
+  // 2. Leaders exchange their hosts' blocks, one message per block.
+  {
+    Round& round = s->round();
+    if (ctx.rank == leader) {
+      for (size_t h = 0; h < ctx.hosts.size(); ++h) {
+        if (static_cast<int>(h) == me.host) continue;
+        for (int r : ctx.hosts[h]) round.recvs.push_back({leader_of[h], out + blocks.offset_bytes(r), block});
+        for (int r : host) round.sends.push_back({leader_of[h], out + blocks.offset_bytes(r), block});
+      }
+    }
+  }
+  // 3. Leaders hand the whole result to their host.
+  broadcast_from_leader(*s, ctx, leader, host, out, block * ctx.nranks);
+  return s;
+}
+
+}  // namespace bagua
