@@ -260,6 +260,10 @@ void hierarchical(bagua_comm_t world) {
               ++index;
               run_case(comm, k);
             }
+      // Large enough for several pipeline segments (4 MiB each) in the two-host leader allreduce.
+      if (c == Collective::kAllreduce)
+        for (bagua_redop_t op : {BAGUA_SUM, BAGUA_AVG})
+          for (int place = 0; place < 2; ++place) run_case(comm, Case{c, BAGUA_FLOAT32, op, 5000011, place == 1, 0, false});
       MP_OK(bagua_comm_destroy(comm));
     }
   }
