@@ -114,9 +114,7 @@ std::unique_ptr<Schedule> allreduce_rabenseifner(const CollectiveArgs& a, const 
   // This core rank now owns block `core` in full.
   if (a.op == BAGUA_AVG && f.core >= 0) {
     size_t off = begin(f.core);
-    LocalStep div = divide_step(buf + off * es, begin(f.core + 1) - off);
-    if (s->empty()) s->prologue().push_back(div);
-    else s->last().after.push_back(div);
+    s->then(divide_step(buf + off * es, begin(f.core + 1) - off));
   }
   // Recursive doubling allgather of the owned blocks.
   for (int distance = 1; distance < p; distance *= 2) {

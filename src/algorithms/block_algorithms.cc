@@ -43,9 +43,7 @@ std::unique_ptr<Schedule> reduce_scatter_ring(const CollectiveArgs& a, const Sch
   auto* out = static_cast<uint8_t*>(a.recvbuf);
   ring_reduce_scatter_rounds(*s, blocks, static_cast<const uint8_t*>(a.sendbuf), out);
   if (a.op == BAGUA_AVG) {
-    LocalStep div = divide_step(out, a.count);
-    if (s->empty()) s->prologue().push_back(div);
-    else s->last().after.push_back(div);
+    s->then(divide_step(out, a.count));
   }
   return s;
 }

@@ -60,9 +60,7 @@ void group_reduce_scatter(Schedule& s, const std::vector<int>& group, int me, co
       round.after.push_back(reduce_step(dst, tmp, src + blocks.offset_bytes(recv_block), blocks.count(recv_block)));
     }
   } else {
-    LocalStep copy = copy_step(out, src + blocks.offset_bytes(me), blocks.bytes(me));
-    if (s.rounds().empty()) s.prologue().push_back(copy);
-    else s.last().after.push_back(copy);
+    s.then(copy_step(out, src + blocks.offset_bytes(me), blocks.bytes(me)));
   }
   pad_to(s, start, pad_rounds);
 }
@@ -82,18 +80,13 @@ void group_allgather(Schedule& s, const std::vector<int>& group, int me, const B
   pad_to(s, start, pad_rounds);
 }
 
-void append_after_last(Schedule& s, const LocalStep& step) {
-  if (s.rounds().empty()) s.prologue().push_back(step);
-  else s.last().after.push_back(step);
-}
-
 // Ring allreduce of `count` elements at `buf` among `group`, dividing by nranks for avg at each owner.
 void group_allreduce(Schedule& s, const std::vector<int>& group, int me, uint8_t* buf, size_t count,
                      const CollectiveArgs& a, size_t pad_each) {
   const int g = static_cast<int>(group.size());
   BlockLayout sub = BlockLayout::balanced(count, std::max(g, 1), a.dtype);
   group_reduce_scatter(s, group, me, sub, buf, buf + sub.offset_bytes(me), pad_each);
-  if (a.op == BAGUA_AVG) append_after_last(s, divide_step(buf + sub.offset_bytes(me), sub.count(me)));
+  if (a.op == BAGUA_AVG) s.then(divide_step(buf + sub.offset_bytes(me), sub.count(me)));
   group_allgather(s, group, me, sub, buf, pad_each);
 }
 
@@ -116,6 +109,21 @@ void gather_to_leader(Schedule& s, const ScheduleContext& ctx, int leader, const
   } else {
     round.sends.push_back({leader, data, bytes});
   }
+}
+
+// One round: the host's ranks send their vectors to the leader, which combines them into `acc` (already
+// holding its own) in local-rank order.
+void reduce_to_leader(Schedule& s, const ScheduleContext& ctx, int leader, const std::vector<int>& host,
+                      const void* sendbuf, uint8_t* acc, size_t count, size_t bytes) {
+  if (ctx.rank != leader) {
+    gather_to_leader(s, ctx, leader, host, static_cast<const uint8_t*>(sendbuf), bytes, nullptr, 0);
+    return;
+  }
+  s.prologue().push_back(copy_step(acc, sendbuf, bytes));
+  uint8_t* parts = s.scratch(bytes * host.size());
+  gather_to_leader(s, ctx, leader, host, nullptr, bytes, parts, bytes);
+  for (size_t l = 0; l < host.size(); ++l)
+    if (host[l] != leader) s.last().after.push_back(reduce_step(acc, acc, parts + l * bytes, count));
 }
 
 void broadcast_from_leader(Schedule& s, const ScheduleContext& ctx, int leader, const std::vector<int>& host,
@@ -159,14 +167,7 @@ std::unique_ptr<Schedule> allreduce_hierarchical_leader(const CollectiveArgs& a,
   size_t bytes = a.count * datatype_size(a.dtype);
   auto* out = static_cast<uint8_t*>(a.recvbuf);
   // 1. Reduce to the leader: one round of direct sends, combined in local-rank order.
-  if (ctx.rank == leader) {
-    s->prologue().push_back(copy_step(out, a.sendbuf, bytes));
-    uint8_t* parts = s->scratch(bytes * host.size());
-    gather_to_leader(*s, ctx, leader, host, nullptr, bytes, parts, bytes);
-    for (size_t l = 1; l < host.size(); ++l) s->last().after.push_back(reduce_step(out, out, parts + l * bytes, a.count));
-  } else {
-    gather_to_leader(*s, ctx, leader, host, static_cast<const uint8_t*>(a.sendbuf), bytes, nullptr, 0);
-  }
+  reduce_to_leader(*s, ctx, leader, host, a.sendbuf, out, a.count, bytes);
   // 2. Ring allreduce among the leaders (the others wait in empty rounds).
   const int H = static_cast<int>(ctx.hosts.size());
   if (ctx.rank == leader) {
@@ -189,15 +190,7 @@ std::unique_ptr<Schedule> reduce_hierarchical(const CollectiveArgs& a, const Sch
   const int H = static_cast<int>(ctx.hosts.size());
   // Leaders accumulate in recvbuf (the root) or scratch.
   uint8_t* acc = ctx.rank == a.root ? static_cast<uint8_t*>(a.recvbuf) : (ctx.rank == leader ? s->scratch(bytes) : nullptr);
-  if (ctx.rank == leader) {
-    s->prologue().push_back(copy_step(acc, a.sendbuf, bytes));
-    uint8_t* parts = s->scratch(bytes * host.size());
-    gather_to_leader(*s, ctx, leader, host, nullptr, bytes, parts, bytes);
-    for (size_t l = 0; l < host.size(); ++l)
-      if (host[l] != leader) s->last().after.push_back(reduce_step(acc, acc, parts + l * bytes, a.count));
-  } else {
-    gather_to_leader(*s, ctx, leader, host, static_cast<const uint8_t*>(a.sendbuf), bytes, nullptr, 0);
-  }
+  reduce_to_leader(*s, ctx, leader, host, a.sendbuf, acc, a.count, bytes);
   // Binomial reduce among leaders toward the root's host.
   int root_host = place_of(ctx, a.root).host;
   int vr = binomial::relative(me.host, root_host, H);
@@ -213,7 +206,7 @@ std::unique_ptr<Schedule> reduce_hierarchical(const CollectiveArgs& a, const Sch
     if (int parent = binomial::receive_from(vr, mask); parent >= 0)
       round.sends.push_back({leader_of[binomial::absolute(parent, root_host, H)], acc, bytes});
   }
-  if (ctx.rank == a.root && a.op == BAGUA_AVG) append_after_last(*s, divide_step(acc, a.count));
+  if (ctx.rank == a.root && a.op == BAGUA_AVG) s->then(divide_step(acc, a.count));
   return s;
 }
 

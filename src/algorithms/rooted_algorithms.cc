@@ -76,9 +76,7 @@ std::unique_ptr<Schedule> reduce_tree(const CollectiveArgs& a, const ScheduleCon
       round.sends.push_back({binomial::absolute(parent, a.root, n), acc, bytes});
   }
   if (ctx.rank == a.root && a.op == BAGUA_AVG) {
-    LocalStep div = divide_step(acc, a.count);
-    if (s->empty()) s->prologue().push_back(div);
-    else s->last().after.push_back(div);
+    s->then(divide_step(acc, a.count));
   }
   return s;
 }
@@ -94,9 +92,7 @@ std::unique_ptr<Schedule> reduce_scatter_gather(const CollectiveArgs& a, const S
   const uint8_t* src = static_cast<const uint8_t*>(a.sendbuf);
   ring_reduce_scatter_rounds(*s, blocks, src, own);
   if (a.op == BAGUA_AVG) {
-    LocalStep div = divide_step(own, blocks.count(r));
-    if (s->empty()) s->prologue().push_back(div);
-    else s->last().after.push_back(div);
+    s->then(divide_step(own, blocks.count(r)));
   }
   if (n > 1) {
     Round& round = s->round();

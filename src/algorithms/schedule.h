@@ -91,6 +91,11 @@ class Schedule {
   std::vector<Round>& rounds() { return rounds_; }
   // Local steps that run before the first round (e.g. out-of-place copies).
   std::vector<LocalStep>& prologue() { return prologue_; }
+  // A local step that runs after everything added so far.
+  void then(const LocalStep& step) {
+    if (rounds_.empty()) prologue_.push_back(step);
+    else rounds_.back().after.push_back(step);
+  }
 
  private:
   ScheduleContext ctx_;
