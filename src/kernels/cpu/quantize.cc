@@ -1,0 +1,228 @@
+// CPU reference for docs/formats.md "minmax v1". Per chunk: one pass for min/max (the chunk stays in L1),
+// one pass to quantize and pack. Hot loops are compiled for AVX-512, AVX2 and the baseline (target_clones);
+// all give the same bits (no contraction, no fast-math).
+#include "kernels/quantize.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "kernels/half.h"
+
+namespace bagua {
+
+namespace {
+
+constexpr size_t kHeaderBytes = 8;  // f32 min, f32 max
+
+size_t code_bytes(size_t len, int bits) {
+  size_t raw = (len * static_cast<size_t>(bits) + 7) / 8;
+  return (raw + 3) & ~size_t(3);  // each chunk block stays 4-byte aligned
+}
+
+float load(const void* x, bagua_datatype_t dtype, size_t i) {
+  switch (dtype) {
+    case BAGUA_FLOAT16: return fp16_to_float(static_cast<const uint16_t*>(x)[i]);
+    case BAGUA_BFLOAT16: return bf16_to_float(static_cast<const uint16_t*>(x)[i]);
+    default: return static_cast<const float*>(x)[i];
+  }
+}
+
+void store(void* x, bagua_datatype_t dtype, size_t i, float v) {
+  switch (dtype) {
+    case BAGUA_FLOAT16: static_cast<uint16_t*>(x)[i] = float_to_fp16(v); break;
+    case BAGUA_BFLOAT16: static_cast<uint16_t*>(x)[i] = float_to_bf16(v); break;
+    default: static_cast<float*>(x)[i] = v; break;
+  }
+}
+
+void check_dtype(bagua_datatype_t dtype) {
+  if (dtype != BAGUA_FLOAT32 && dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "quantization takes float32, float16 or bfloat16 input");
+}
+
+uint64_t mix(uint64_t z) {  // SplitMix64 finalizer
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Grid of a chunk: code q stands for min + q * step. Non-finite input poisons the chunk (min = max = NaN).
+struct Grid {
+  float min, max, step, inv_step;
+  bool poisoned;
+};
+
+Grid make_grid(float lo, float hi, int bits, bool poisoned) {
+  Grid g{lo, hi, 0.0f, 0.0f, poisoned};
+  if (poisoned) {
+    g.min = g.max = std::numeric_limits<float>::quiet_NaN();
+    return g;
+  }
+  float levels = static_cast<float>((1u << bits) - 1);
+  g.step = (hi - lo) / levels;
+  g.inv_step = g.step > 0 ? levels / (hi - lo) : 0.0f;
+  if (!std::isfinite(g.step) || !std::isfinite(g.inv_step)) {  // range overflows float
+    g.step = 0;
+    g.inv_step = 0;
+  }
+  return g;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void min_max(const float* v, size_t len, float* lo, float* hi, bool* finite) {
+  float mn = std::numeric_limits<float>::infinity(), mx = -mn;
+  bool ok = true;
+  for (size_t i = 0; i < len; ++i) {
+    mn = v[i] < mn ? v[i] : mn;
+    mx = v[i] > mx ? v[i] : mx;
+    ok &= std::isfinite(v[i]);
+  }
+  *lo = mn;
+  *hi = mx;
+  *finite = ok;
+}
+
+// Codes for one chunk, rounded to nearest (ties to even) or stochastically, clamped to [0, 2^b - 1].
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void quantize_values(const float* v, size_t len, Grid g, int bits, const float* draws, uint32_t* codes) {
+  const float top = static_cast<float>((1u << bits) - 1);
+  for (size_t i = 0; i < len; ++i) {
+    float t = (v[i] - g.min) * g.inv_step;
+    float r = draws ? std::floor(t + draws[i]) : std::nearbyint(t);  // default rounding mode: ties to even
+    r = r < 0.0f ? 0.0f : (r > top ? top : r);
+    codes[i] = static_cast<uint32_t>(r);
+  }
+}
+
+void pack(const uint32_t* codes, size_t len, int bits, uint8_t* out, size_t bytes) {
+  std::memset(out, 0, bytes);
+  if (bits == 8) {
+    for (size_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(codes[i]);
+    return;
+  }
+  const size_t per_byte = 8 / static_cast<size_t>(bits);
+  for (size_t i = 0; i < len; ++i)
+    out[i / per_byte] |= static_cast<uint8_t>(codes[i] << ((i % per_byte) * static_cast<size_t>(bits)));
+}
+
+inline uint32_t unpack(const uint8_t* codes, size_t i, int bits) {
+  if (bits == 8) return codes[i];
+  const size_t per_byte = 8 / static_cast<size_t>(bits);
+  return (codes[i / per_byte] >> ((i % per_byte) * static_cast<size_t>(bits))) & ((1u << bits) - 1);
+}
+
+float header_float(const uint8_t* p) {
+  uint32_t u = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+               static_cast<uint32_t>(p[3]) << 24;
+  return bits_float(u);
+}
+
+void put_header_float(uint8_t* p, float f) {
+  uint32_t u = float_bits(f);
+  for (int k = 0; k < 4; ++k) p[k] = static_cast<uint8_t>(u >> (8 * k));
+}
+
+// Compresses [begin, begin+len) already converted to float in `v`; returns the dequantized values in `deq`
+// when asked (error feedback).
+void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const RoundingKey& key, uint64_t index,
+                    uint8_t* out, float* deq) {
+  float lo = 0, hi = 0;
+  bool finite = true;
+  min_max(v, len, &lo, &hi, &finite);
+  Grid g = make_grid(lo, hi, f.bits, !finite);
+  put_header_float(out, g.min);
+  put_header_float(out + 4, g.max);
+  uint32_t codes[4096];
+  float draws[4096];
+  if (g.poisoned) {
+    std::fill(codes, codes + len, 0u);
+  } else {
+    if (key.stochastic)
+      for (size_t i = 0; i < len; ++i) draws[i] = stochastic_draw(key, index + i);
+    quantize_values(v, len, g, f.bits, key.stochastic ? draws : nullptr, codes);
+  }
+  pack(codes, len, f.bits, out + kHeaderBytes, code_bytes(len, f.bits));
+  if (deq)
+    for (size_t i = 0; i < len; ++i)
+      deq[i] = g.poisoned ? g.min : g.min + static_cast<float>(codes[i]) * g.step;
+}
+
+template <typename Sink>
+void decompress_chunks(const uint8_t* in, size_t count, const MinMaxFormat& f, Sink&& sink) {
+  validate(f);
+  for (size_t begin = 0; begin < count; begin += f.chunk) {
+    size_t len = std::min(f.chunk, count - begin);
+    float lo = header_float(in), hi = header_float(in + 4);
+    Grid g = make_grid(lo, hi, f.bits, std::isnan(lo) || std::isnan(hi));
+    const uint8_t* codes = in + kHeaderBytes;
+    for (size_t i = 0; i < len; ++i)
+      sink(begin + i, g.poisoned ? g.min : g.min + static_cast<float>(unpack(codes, i, f.bits)) * g.step);
+    in += kHeaderBytes + code_bytes(len, f.bits);
+  }
+}
+
+}  // namespace
+
+void validate(const MinMaxFormat& f) {
+  if (f.bits != 1 && f.bits != 2 && f.bits != 4 && f.bits != 8)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "quantization bits {} is not 1, 2, 4 or 8", f.bits);
+  if (f.chunk < 256 || f.chunk > 4096)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "quantization chunk {} is outside [256, 4096] elements", f.chunk);
+}
+
+size_t minmax_compressed_bytes(size_t count, const MinMaxFormat& f) {
+  validate(f);
+  size_t full = count / f.chunk, rest = count % f.chunk;
+  return full * (kHeaderBytes + code_bytes(f.chunk, f.bits)) + (rest ? kHeaderBytes + code_bytes(rest, f.bits) : 0);
+}
+
+float stochastic_draw(const RoundingKey& key, uint64_t index) {
+  uint64_t h = mix(key.seed ^ mix(key.step ^ mix((static_cast<uint64_t>(key.rank) << 40) ^ mix(index))));
+  return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // 24 bits: exact in float, < 1
+}
+
+void minmax_compress(const void* x, bagua_datatype_t dtype, size_t count, const MinMaxFormat& f,
+                     const RoundingKey& key, uint8_t* out) {
+  validate(f);
+  check_dtype(dtype);
+  float buf[4096];
+  for (size_t begin = 0; begin < count; begin += f.chunk) {
+    size_t len = std::min(f.chunk, count - begin);
+    const float* v;
+    if (dtype == BAGUA_FLOAT32) {
+      v = static_cast<const float*>(x) + begin;
+    } else {
+      for (size_t i = 0; i < len; ++i) buf[i] = load(x, dtype, begin + i);
+      v = buf;
+    }
+    compress_chunk(v, len, f, key, key.index_base + begin, out, nullptr);
+    out += kHeaderBytes + code_bytes(len, f.bits);
+  }
+}
+
+void minmax_compress_ef(const void* x, bagua_datatype_t dtype, size_t count, float* error, const MinMaxFormat& f,
+                        const RoundingKey& key, uint8_t* out) {
+  validate(f);
+  check_dtype(dtype);
+  float t[4096], deq[4096];
+  for (size_t begin = 0; begin < count; begin += f.chunk) {
+    size_t len = std::min(f.chunk, count - begin);
+    for (size_t i = 0; i < len; ++i) t[i] = load(x, dtype, begin + i) + error[begin + i];
+    compress_chunk(t, len, f, key, key.index_base + begin, out, deq);
+    for (size_t i = 0; i < len; ++i) error[begin + i] = t[i] - deq[i];
+    out += kHeaderBytes + code_bytes(len, f.bits);
+  }
+}
+
+void minmax_decompress(const uint8_t* in, size_t count, const MinMaxFormat& f, void* x, bagua_datatype_t dtype) {
+  check_dtype(dtype);
+  decompress_chunks(in, count, f, [&](size_t i, float v) { store(x, dtype, i, v); });
+}
+
+void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxFormat& f, float* acc) {
+  decompress_chunks(in, count, f, [&](size_t i, float v) { acc[i] += v; });
+}
+
+}  // namespace bagua

@@ -1,0 +1,44 @@
+// Min-max quantization of fp32/fp16/bf16 vectors into b-bit codes (b = 1, 2, 4, 8), chunk by chunk, with
+// nearest (ties to even) or stochastic rounding, optional error feedback, and fused decompress-accumulate.
+// The byte layout is docs/formats.md's "minmax v1". This is the CPU reference implementation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "bagua/bagua.h"
+
+namespace bagua {
+
+struct MinMaxFormat {
+  int bits = 8;          // 1, 2, 4 or 8
+  size_t chunk = 1024;   // elements per min/max chunk, 256 to 4096
+};
+
+// Stochastic rounding draws u in [0, 1) from a counter-based hash of (seed, step, rank, element index), so a
+// run is reproducible and any implementation (CPU, CUDA) draws the same numbers.
+struct RoundingKey {
+  bool stochastic = false;
+  uint64_t seed = 0;
+  uint64_t step = 0;
+  uint32_t rank = 0;
+  uint64_t index_base = 0;  // global index of element 0 of this call
+};
+
+// Throws INVALID_ARGUMENT for bits not in {1, 2, 4, 8} or a chunk outside [256, 4096].
+void validate(const MinMaxFormat& format);
+size_t minmax_compressed_bytes(size_t count, const MinMaxFormat& format);
+// The uniform draw in [0, 1) for one element (24 random bits).
+float stochastic_draw(const RoundingKey& key, uint64_t index);
+
+// x: count elements of dtype (BAGUA_FLOAT32, BAGUA_FLOAT16 or BAGUA_BFLOAT16); out: minmax_compressed_bytes.
+void minmax_compress(const void* x, bagua_datatype_t dtype, size_t count, const MinMaxFormat& format,
+                     const RoundingKey& key, uint8_t* out);
+// Error feedback: t = x + e; out = q(t); e = t - deq(q(t)). error has count floats.
+void minmax_compress_ef(const void* x, bagua_datatype_t dtype, size_t count, float* error, const MinMaxFormat& format,
+                        const RoundingKey& key, uint8_t* out);
+void minmax_decompress(const uint8_t* in, size_t count, const MinMaxFormat& format, void* x, bagua_datatype_t dtype);
+// acc[i] += deq(in)[i], in one pass.
+void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxFormat& format, float* acc);
+
+}  // namespace bagua

@@ -1,0 +1,190 @@
+// Min-max quantization (docs/formats.md "minmax v1"), CPU reference.
+// Oracles: the per-chunk error bound (max-min)/(2^b-1)/2 + 2 ulp(max|x|) for nearest rounding; exact
+// reproduction of constant chunks; the documented byte layout; unbiasedness of stochastic rounding (the mean
+// of N draws is within 5 standard errors of x); error feedback telescoping (sum of sent values plus the final
+// error equals the sum of inputs, within float rounding of the sums).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/half.h"
+#include "kernels/quantize.h"
+
+using namespace bagua;
+
+namespace {
+std::vector<float> random_vector(size_t n, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+float ulp(float x) { return std::nextafter(std::fabs(x), std::numeric_limits<float>::infinity()) - std::fabs(x); }
+
+// Checks the bound chunk by chunk; returns the worst error relative to the allowed one.
+double worst_relative_error(const std::vector<float>& x, const std::vector<float>& y, size_t chunk, int bits) {
+  double worst = 0;
+  for (size_t b = 0; b < x.size(); b += chunk) {
+    size_t e = std::min(x.size(), b + chunk);
+    float lo = x[b], hi = x[b], amax = 0;
+    for (size_t i = b; i < e; ++i) {
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+      amax = std::max(amax, std::fabs(x[i]));
+    }
+    double allowed = (static_cast<double>(hi) - lo) / ((1 << bits) - 1) / 2 + 2 * ulp(amax);
+    for (size_t i = b; i < e; ++i) worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - y[i]) / allowed);
+  }
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("nearest rounding stays within half a step plus 2 ulp, every bits and chunk", "[quantize]") {
+  for (int bits : {1, 2, 4, 8})
+    for (size_t chunk : {size_t(256), size_t(1000), size_t(4096)})
+      for (float scale : {1e-3f, 1.0f, 1e4f}) {
+        std::vector<float> x = random_vector(10007, scale, bits * 7 + static_cast<uint32_t>(chunk));
+        MinMaxFormat f{bits, chunk};
+        std::vector<uint8_t> q(minmax_compressed_bytes(x.size(), f));
+        minmax_compress(x.data(), BAGUA_FLOAT32, x.size(), f, RoundingKey{}, q.data());
+        std::vector<float> y(x.size());
+        minmax_decompress(q.data(), x.size(), f, y.data(), BAGUA_FLOAT32);
+        INFO("bits " << bits << " chunk " << chunk << " scale " << scale);
+        CHECK(worst_relative_error(x, y, chunk, bits) <= 1.0);
+      }
+}
+
+TEST_CASE("fp16 and bf16 inputs and outputs", "[quantize]") {
+  std::vector<float> x = random_vector(3000, 2.0f, 5);
+  for (bagua_datatype_t t : {BAGUA_FLOAT16, BAGUA_BFLOAT16}) {
+    std::vector<uint16_t> in(x.size());
+    for (size_t i = 0; i < x.size(); ++i) in[i] = t == BAGUA_FLOAT16 ? float_to_fp16(x[i]) : float_to_bf16(x[i]);
+    std::vector<float> exact(x.size());
+    for (size_t i = 0; i < x.size(); ++i) exact[i] = t == BAGUA_FLOAT16 ? fp16_to_float(in[i]) : bf16_to_float(in[i]);
+    MinMaxFormat f{8, 512};
+    std::vector<uint8_t> q(minmax_compressed_bytes(x.size(), f));
+    minmax_compress(in.data(), t, x.size(), f, RoundingKey{}, q.data());
+    std::vector<float> y(x.size());
+    minmax_decompress(q.data(), x.size(), f, y.data(), BAGUA_FLOAT32);
+    CHECK(worst_relative_error(exact, y, 512, 8) <= 1.0);
+  }
+}
+
+TEST_CASE("constant and zero-length chunks", "[quantize]") {
+  MinMaxFormat f{4, 256};
+  std::vector<float> x(700, 3.25f);
+  std::vector<uint8_t> q(minmax_compressed_bytes(x.size(), f));
+  minmax_compress(x.data(), BAGUA_FLOAT32, x.size(), f, RoundingKey{}, q.data());
+  std::vector<float> y(x.size(), 0.0f);
+  minmax_decompress(q.data(), x.size(), f, y.data(), BAGUA_FLOAT32);
+  CHECK(y == x);
+  CHECK(minmax_compressed_bytes(0, f) == 0);
+  minmax_compress(nullptr, BAGUA_FLOAT32, 0, f, RoundingKey{}, nullptr);  // nothing to do, nothing touched
+}
+
+TEST_CASE("byte layout: f32 min and max, then codes LSB-first, 4-byte aligned blocks", "[quantize]") {
+  MinMaxFormat f{2, 256};
+  std::vector<float> x(256, 0.0f);
+  x[0] = 0.0f;  // code 0
+  x[1] = 1.0f;  // code 1
+  x[2] = 2.0f;  // code 2
+  x[3] = 3.0f;  // code 3: min 0, max 3, step 1
+  std::vector<uint8_t> q(minmax_compressed_bytes(x.size(), f));
+  REQUIRE(q.size() == 8 + 64);
+  minmax_compress(x.data(), BAGUA_FLOAT32, x.size(), f, RoundingKey{}, q.data());
+  float lo, hi;
+  std::memcpy(&lo, q.data(), 4);
+  std::memcpy(&hi, q.data() + 4, 4);
+  CHECK(lo == 0.0f);
+  CHECK(hi == 3.0f);
+  CHECK(q[8] == 0xE4);  // codes 0,1,2,3 from the low bits up: 00 01 10 11 -> 0b11100100
+  CHECK(minmax_compressed_bytes(257, f) == 8 + 64 + 8 + 4);  // a 1-element tail block, padded to 4 bytes
+}
+
+TEST_CASE("non-finite input poisons its chunk and only its chunk", "[quantize]") {
+  MinMaxFormat f{8, 256};
+  std::vector<float> x = random_vector(512, 1.0f, 9);
+  x[300] = std::numeric_limits<float>::infinity();
+  std::vector<uint8_t> q(minmax_compressed_bytes(x.size(), f));
+  minmax_compress(x.data(), BAGUA_FLOAT32, x.size(), f, RoundingKey{}, q.data());
+  std::vector<float> y(x.size());
+  minmax_decompress(q.data(), x.size(), f, y.data(), BAGUA_FLOAT32);
+  for (size_t i = 0; i < 256; ++i) REQUIRE(std::isfinite(y[i]));
+  for (size_t i = 256; i < 512; ++i) REQUIRE(std::isnan(y[i]));
+}
+
+TEST_CASE("stochastic rounding is unbiased and reproducible", "[quantize]") {
+  MinMaxFormat f{2, 256};
+  std::vector<float> x = random_vector(256, 1.0f, 11);
+  const int draws = 4000;
+  std::vector<double> mean(x.size(), 0.0);
+  std::vector<uint8_t> q(minmax_compressed_bytes(x.size(), f)), again(q.size());
+  std::vector<float> y(x.size());
+  float step = 0;
+  for (int s = 0; s < draws; ++s) {
+    RoundingKey key{true, 1234, static_cast<uint64_t>(s), 3, 0};
+    minmax_compress(x.data(), BAGUA_FLOAT32, x.size(), f, key, q.data());
+    if (s == 0) {
+      minmax_compress(x.data(), BAGUA_FLOAT32, x.size(), f, key, again.data());
+      CHECK(q == again);  // same key, same codes
+      float lo, hi;
+      std::memcpy(&lo, q.data(), 4);
+      std::memcpy(&hi, q.data() + 4, 4);
+      step = (hi - lo) / 3;
+    }
+    minmax_decompress(q.data(), x.size(), f, y.data(), BAGUA_FLOAT32);
+    for (size_t i = 0; i < x.size(); ++i) mean[i] += y[i];
+  }
+  // Each draw is x's neighbouring grid point; its standard deviation is at most step/2.
+  double se = step / 2 / std::sqrt(static_cast<double>(draws));
+  size_t outside = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::fabs(mean[i] / draws - x[i]) > 5 * se + 1e-6) ++outside;
+  CHECK(outside == 0);
+}
+
+TEST_CASE("error feedback telescopes", "[quantize]") {
+  MinMaxFormat f{1, 256};
+  const size_t n = 1024;
+  std::vector<float> error(n, 0.0f), deq(n);
+  std::vector<double> sent(n, 0.0), inputs(n, 0.0);
+  std::vector<uint8_t> q(minmax_compressed_bytes(n, f));
+  for (int t = 0; t < 50; ++t) {
+    std::vector<float> x = random_vector(n, 1.0f, 100 + t);
+    minmax_compress_ef(x.data(), BAGUA_FLOAT32, n, error.data(), f, RoundingKey{}, q.data());
+    minmax_decompress(q.data(), n, f, deq.data(), BAGUA_FLOAT32);
+    for (size_t i = 0; i < n; ++i) {
+      sent[i] += deq[i];
+      inputs[i] += x[i];
+    }
+  }
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(sent[i] + error[i] - inputs[i]));
+  CHECK(worst < 1e-3);  // 50 float additions of values around 1
+}
+
+TEST_CASE("decompress-accumulate adds the dequantized values", "[quantize]") {
+  MinMaxFormat f{8, 1024};
+  std::vector<float> x = random_vector(5000, 1.0f, 3), y(5000), acc(5000, 1.5f);
+  std::vector<uint8_t> q(minmax_compressed_bytes(x.size(), f));
+  minmax_compress(x.data(), BAGUA_FLOAT32, x.size(), f, RoundingKey{}, q.data());
+  minmax_decompress(q.data(), x.size(), f, y.data(), BAGUA_FLOAT32);
+  minmax_decompress_accumulate(q.data(), x.size(), f, acc.data());
+  for (size_t i = 0; i < x.size(); ++i) REQUIRE(acc[i] == 1.5f + y[i]);
+}
+
+TEST_CASE("bad formats and datatypes are invalid arguments", "[quantize]") {
+  float x = 0;
+  uint8_t out[64];
+  CHECK_THROWS_AS(minmax_compressed_bytes(10, MinMaxFormat{3, 256}), Error);
+  CHECK_THROWS_AS(minmax_compressed_bytes(10, MinMaxFormat{8, 100}), Error);
+  CHECK_THROWS_AS(minmax_compressed_bytes(10, MinMaxFormat{8, 8192}), Error);
+  CHECK_THROWS_AS(minmax_compress(&x, BAGUA_INT32, 1, MinMaxFormat{}, RoundingKey{}, out), Error);
+}
