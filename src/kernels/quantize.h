@@ -41,4 +41,27 @@ void minmax_decompress(const uint8_t* in, size_t count, const MinMaxFormat& form
 // acc[i] += deq(in)[i], in one pass.
 void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxFormat& format, float* acc);
 
+// Owner step of a compressed scatter-reduce-allgather, fused chunk by chunk: acc = own + sum of deq(inputs),
+// then out = q(acc) (with the owner's error feedback when owner_error is not NULL: acc += e first, then
+// e = acc - deq(out)). reduced, when not NULL, receives acc (before error feedback).
+void minmax_reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count,
+                              const MinMaxFormat& format, const RoundingKey& key, float* owner_error,
+                              uint8_t* out, float* reduced);
+
+// BAGUA's MinMaxUInt8 layout (docs/formats.md "bagua-minmax-u8"): one range per call, 8-bit codes.
+size_t bagua_u8_compressed_bytes(size_t count);
+void bagua_u8_compress(const float* x, size_t count, uint8_t* out);
+void bagua_u8_decompress(const uint8_t* in, size_t count, float* x);
+
+// Sign compression with scale (1-bit Adam style, docs/formats.md "sign v1"): per chunk, scale = ||x||2 / sqrt(d),
+// one bit per element (1 for x >= 0, so sign(0) = +1), decompressing to +-scale. With error feedback when
+// error is not NULL (t = x + e; e = t - deq(q(t))).
+size_t sign_compressed_bytes(size_t count, size_t chunk);
+void sign_compress(const float* x, size_t count, size_t chunk, float* error, uint8_t* out);
+void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x);
+
+// fp32 <-> fp16/bf16, round to nearest even (kernels/half.h rules).
+void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t dtype);
+void cast_to_float(const void* in, bagua_datatype_t dtype, size_t count, float* out);
+
 }  // namespace bagua

@@ -5,6 +5,7 @@
 // error equals the sum of inputs, within float rounding of the sums).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -187,4 +188,96 @@ TEST_CASE("bad formats and datatypes are invalid arguments", "[quantize]") {
   CHECK_THROWS_AS(minmax_compressed_bytes(10, MinMaxFormat{8, 100}), Error);
   CHECK_THROWS_AS(minmax_compressed_bytes(10, MinMaxFormat{8, 8192}), Error);
   CHECK_THROWS_AS(minmax_compress(&x, BAGUA_INT32, 1, MinMaxFormat{}, RoundingKey{}, out), Error);
+}
+
+TEST_CASE("fused owner step equals decompress-accumulate then compress", "[quantize]") {
+  MinMaxFormat f{4, 512};
+  const size_t n = 2000;
+  std::vector<float> own = random_vector(n, 1.0f, 21);
+  std::vector<std::vector<uint8_t>> peers;
+  for (int p = 0; p < 3; ++p) {
+    std::vector<float> x = random_vector(n, 1.0f, 30 + p);
+    peers.emplace_back(minmax_compressed_bytes(n, f));
+    minmax_compress(x.data(), BAGUA_FLOAT32, n, f, RoundingKey{}, peers.back().data());
+  }
+  std::vector<float> acc = own;
+  for (auto& q : peers) minmax_decompress_accumulate(q.data(), n, f, acc.data());
+  std::vector<uint8_t> want(minmax_compressed_bytes(n, f)), got(want.size());
+  minmax_compress(acc.data(), BAGUA_FLOAT32, n, f, RoundingKey{}, want.data());
+  const uint8_t* inputs[3] = {peers[0].data(), peers[1].data(), peers[2].data()};
+  std::vector<float> reduced(n);
+  minmax_reduce_recompress(inputs, 3, own.data(), n, f, RoundingKey{}, nullptr, got.data(), reduced.data());
+  CHECK(got == want);
+  CHECK(reduced == acc);
+  // With the owner's error feedback, the same as compress_ef on the reduced values.
+  std::vector<float> e1(n, 0.25f), e2(n, 0.25f);
+  minmax_compress_ef(acc.data(), BAGUA_FLOAT32, n, e1.data(), f, RoundingKey{}, want.data());
+  minmax_reduce_recompress(inputs, 3, own.data(), n, f, RoundingKey{}, e2.data(), got.data(), nullptr);
+  CHECK(got == want);
+  CHECK(e1 == e2);
+}
+
+TEST_CASE("BAGUA MinMaxUInt8 layout and its bound while max|x|*scale < 2^22", "[quantize]") {
+  // Oracle: the same half-step bound as min-max, valid while rint(x * scale) is exact in fp32, i.e. while
+  // max|x| * scale < 2^22 (beyond it the fp32 product has no fractional bits left and rounding error grows).
+  std::vector<float> x = random_vector(3001, 1.0f, 41);
+  std::vector<uint8_t> q(bagua_u8_compressed_bytes(x.size()));
+  CHECK(q.size() == 32 + 3008);
+  bagua_u8_compress(x.data(), x.size(), q.data());
+  float lo, hi;
+  std::memcpy(&lo, q.data(), 4);
+  std::memcpy(&hi, q.data() + 4, 4);
+  CHECK(lo == *std::min_element(x.begin(), x.end()));
+  CHECK(hi == *std::max_element(x.begin(), x.end()));
+  std::vector<float> y(x.size());
+  bagua_u8_decompress(q.data(), x.size(), y.data());
+  double step = (static_cast<double>(hi) - lo) / 255;
+  float amax = std::max(std::fabs(lo), std::fabs(hi));
+  for (size_t i = 0; i < x.size(); ++i) REQUIRE(std::fabs(x[i] - y[i]) <= step / 2 + 2 * ulp(amax) + 1e-6);
+}
+
+TEST_CASE("sign compression: scale is the chunk RMS, sign(0) = +1, error feedback telescopes", "[quantize]") {
+  const size_t chunk = 256, n = 600;
+  std::vector<float> x = random_vector(n, 1.0f, 51);
+  x[5] = 0.0f;
+  std::vector<uint8_t> q(sign_compressed_bytes(n, chunk));
+  CHECK(q.size() == 2 * (4 + 32) + (4 + 12));
+  sign_compress(x.data(), n, chunk, nullptr, q.data());
+  float scale;
+  std::memcpy(&scale, q.data(), 4);
+  double sum_sq = 0;
+  for (size_t i = 0; i < chunk; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  CHECK(scale == static_cast<float>(std::sqrt(sum_sq / chunk)));
+  std::vector<float> y(n);
+  sign_decompress(q.data(), n, chunk, y.data());
+  CHECK(y[5] == scale);  // sign(0) = +1
+  for (size_t i = 0; i < chunk; ++i) REQUIRE(std::fabs(y[i]) == scale);
+  for (size_t i = 0; i < n; ++i) REQUIRE((y[i] >= 0) == (x[i] >= 0));
+  std::vector<float> error(n, 0.0f);
+  std::vector<double> sent(n, 0.0), inputs(n, 0.0);
+  for (int t = 0; t < 40; ++t) {
+    std::vector<float> g = random_vector(n, 1.0f, 60 + t);
+    sign_compress(g.data(), n, chunk, error.data(), q.data());
+    sign_decompress(q.data(), n, chunk, y.data());
+    for (size_t i = 0; i < n; ++i) {
+      sent[i] += y[i];
+      inputs[i] += g[i];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) REQUIRE(std::fabs(sent[i] + error[i] - inputs[i]) < 1e-3);
+}
+
+TEST_CASE("casts round to nearest even and come back exactly", "[quantize]") {
+  std::vector<float> x = {1.0f, -2.5f, 65504.0f, 1.0f + std::ldexp(1.0f, -11), 3.0e-8f};
+  std::vector<uint16_t> h(x.size());
+  std::vector<float> back(x.size());
+  cast_from_float(x.data(), x.size(), h.data(), BAGUA_FLOAT16);
+  cast_to_float(h.data(), BAGUA_FLOAT16, x.size(), back.data());
+  CHECK(back[0] == 1.0f);
+  CHECK(back[2] == 65504.0f);
+  CHECK(back[3] == 1.0f);  // a tie goes to the even neighbour
+  cast_from_float(x.data(), x.size(), h.data(), BAGUA_BFLOAT16);
+  cast_to_float(h.data(), BAGUA_BFLOAT16, x.size(), back.data());
+  CHECK(back[1] == -2.5f);
+  CHECK_THROWS_AS(cast_from_float(x.data(), 1, h.data(), BAGUA_INT32), Error);
 }
