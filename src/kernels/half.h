@@ -1,32 +1,39 @@
 // fp16 (IEEE binary16) and bf16 <-> fp32 conversions, round to nearest even, NaN kept quiet.
+// Integer arithmetic only, so the CPU and CUDA (these compile as __host__ __device__) give the same bits.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#if defined(__CUDACC__)
+#define BAGUA_HD __host__ __device__
+#else
+#define BAGUA_HD
+#endif
+
 namespace bagua {
 
-inline uint32_t float_bits(float f) {
+BAGUA_HD inline uint32_t float_bits(float f) {
   uint32_t u;
-  std::memcpy(&u, &f, 4);
+  __builtin_memcpy(&u, &f, 4);
   return u;
 }
-inline float bits_float(uint32_t u) {
+BAGUA_HD inline float bits_float(uint32_t u) {
   float f;
-  std::memcpy(&f, &u, 4);
+  __builtin_memcpy(&f, &u, 4);
   return f;
 }
 
-inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+BAGUA_HD inline float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
-inline uint16_t float_to_bf16(float f) {
+BAGUA_HD inline uint16_t float_to_bf16(float f) {
   uint32_t u = float_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN stays a quiet NaN
   u += 0x7fffu + ((u >> 16) & 1);  // round to nearest, ties to even
   return static_cast<uint16_t>(u >> 16);
 }
 
-inline float fp16_to_float(uint16_t h) {
+BAGUA_HD inline float fp16_to_float(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1f;
   uint32_t mant = h & 0x3ffu;
@@ -40,7 +47,7 @@ inline float fp16_to_float(uint16_t h) {
   return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
-inline uint16_t float_to_fp16(float f) {
+BAGUA_HD inline uint16_t float_to_fp16(float f) {
   uint32_t u = float_bits(f);
   uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   uint32_t abs = u & 0x7fffffffu;

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "kernels/half.h"
+#include "kernels/quantize_math.h"
 
 namespace bagua {
 
@@ -47,12 +48,6 @@ void store(void* x, bagua_datatype_t dtype, size_t i, float v) {
 void check_dtype(bagua_datatype_t dtype) {
   if (dtype != BAGUA_FLOAT32 && dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "quantization takes float32, float16 or bfloat16 input");
-}
-
-uint64_t mix(uint64_t z) {  // SplitMix64 finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 // Grid of a chunk: code q stands for min + q * step. Non-finite input poisons the chunk (min = max = NaN).
@@ -308,8 +303,7 @@ size_t minmax_compressed_bytes(size_t count, const MinMaxFormat& f) {
 }
 
 float stochastic_draw(const RoundingKey& key, uint64_t index) {
-  uint64_t h = mix(key.seed ^ mix(key.step ^ mix((static_cast<uint64_t>(key.rank) << 40) ^ mix(index))));
-  return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // 24 bits: exact in float, < 1
+  return rounding_draw(key.seed, key.step, key.rank, index);
 }
 
 void minmax_compress(const void* x, bagua_datatype_t dtype, size_t count, const MinMaxFormat& f,

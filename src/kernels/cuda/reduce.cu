@@ -1,0 +1,151 @@
+// CUDA reductions for every datatype and op: the CPU reference's rules (wrapping integers, fp16/bf16 through
+// fp32 rounded once, canonical NaN results), one thread per element.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/half.h"
+
+namespace bagua::cuda {
+
+namespace {
+
+struct Fp16 {
+  uint16_t bits;
+};
+struct Bf16 {
+  uint16_t bits;
+};
+
+template <typename T>
+struct Arith {
+  using Wide = T;
+  __device__ static Wide load(T v) { return v; }
+  __device__ static T store(Wide v) { return v; }
+};
+template <>
+struct Arith<Fp16> {
+  using Wide = float;
+  __device__ static float load(Fp16 v) { return fp16_to_float(v.bits); }
+  __device__ static Fp16 store(float v) { return Fp16{float_to_fp16(v)}; }
+};
+template <>
+struct Arith<Bf16> {
+  using Wide = float;
+  __device__ static float load(Bf16 v) { return bf16_to_float(v.bits); }
+  __device__ static Bf16 store(float v) { return Bf16{float_to_bf16(v)}; }
+};
+
+template <typename W>
+__device__ W canonical_nan() {
+  if constexpr (std::is_same_v<W, double>) return __longlong_as_double(0x7ff8000000000000ll);
+  else return __int_as_float(0x7fc00000);
+}
+
+template <typename W>
+__device__ W apply(W a, W b, bagua_redop_t op) {
+  if constexpr (std::is_integral_v<W>) {
+    using U = std::make_unsigned_t<W>;
+    switch (op) {
+      case BAGUA_SUM:
+      case BAGUA_AVG: return static_cast<W>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+      case BAGUA_PROD: return static_cast<W>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+      case BAGUA_MIN: return b < a ? b : a;
+      case BAGUA_MAX: return b > a ? b : a;
+    }
+    return a;
+  } else {
+    W r;
+    switch (op) {
+      case BAGUA_SUM:
+      case BAGUA_AVG: r = a + b; break;
+      case BAGUA_PROD: r = a * b; break;
+      case BAGUA_MIN: r = (a != a || b != b) ? canonical_nan<W>() : (b < a ? b : a); break;
+      case BAGUA_MAX: r = (a != a || b != b) ? canonical_nan<W>() : (b > a ? b : a); break;
+      default: r = a; break;
+    }
+    return r != r ? canonical_nan<W>() : r;
+  }
+}
+
+template <typename T>
+__global__ void reduce_kernel(T* dst, const T* a, const T* b, size_t count, bagua_redop_t op) {
+  using A = Arith<T>;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dst[i] = A::store(apply(A::load(a[i]), A::load(b[i]), op));
+}
+
+template <typename T>
+__global__ void divide_kernel(T* dst, size_t count, int divisor) {
+  using A = Arith<T>;
+  using W = typename A::Wide;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_integral_v<W>) {
+      dst[i] = A::store(static_cast<W>(A::load(dst[i]) / static_cast<W>(divisor)));
+    } else {
+      W q = A::load(dst[i]) / static_cast<W>(divisor);
+      dst[i] = A::store(q != q ? canonical_nan<W>() : q);
+    }
+  }
+}
+
+template <typename F>
+void dispatch(bagua_datatype_t dtype, F&& f) {
+  switch (dtype) {
+    case BAGUA_INT8: return f(int8_t{});
+    case BAGUA_UINT8: return f(uint8_t{});
+    case BAGUA_INT32: return f(int32_t{});
+    case BAGUA_UINT32: return f(uint32_t{});
+    case BAGUA_INT64: return f(int64_t{});
+    case BAGUA_UINT64: return f(uint64_t{});
+    case BAGUA_FLOAT16: return f(Fp16{});
+    case BAGUA_BFLOAT16: return f(Bf16{});
+    case BAGUA_FLOAT32: return f(float{});
+    case BAGUA_FLOAT64: return f(double{});
+  }
+}
+
+unsigned blocks_for(size_t count) {
+  size_t blocks = (count + 255) / 256;
+  return static_cast<unsigned>(blocks < 65535 ? (blocks ? blocks : 1) : 65535);
+}
+
+void check_launch(const char* what) {
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) fail(BAGUA_ERR_CUDA, "{}: {}", what, cudaGetErrorString(err));
+}
+
+}  // namespace
+
+void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
+                 void* stream) {
+  if (count == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    reduce_kernel<T><<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), count, op);
+  });
+  check_launch("CUDA reduction");
+}
+
+void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, void* stream) {
+  if (count == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    divide_kernel<T><<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<T*>(dst), count,
+                                                                                        divisor);
+  });
+  check_launch("CUDA average");
+}
+
+void synchronize(void* stream) {
+  cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) fail(BAGUA_ERR_CUDA, "cudaStreamSynchronize: {}", cudaGetErrorString(err));
+}
+
+}  // namespace bagua::cuda

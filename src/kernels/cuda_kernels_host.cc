@@ -1,0 +1,17 @@
+// Builds without CUDA: the CUDA kernels are not there; every call says so.
+#include "core/error.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace bagua::cuda {
+
+namespace {
+[[noreturn]] void no_cuda() { fail(BAGUA_ERR_NOT_SUPPORTED, "this bagua was built without CUDA"); }
+}  // namespace
+
+void reduce_from(void*, const void*, const void*, size_t, bagua_datatype_t, bagua_redop_t, void*) { no_cuda(); }
+void divide_by(void*, size_t, bagua_datatype_t, int, void*) { no_cuda(); }
+void minmax_compress(const float*, size_t, const MinMaxFormat&, const RoundingKey&, uint8_t*, void*) { no_cuda(); }
+void minmax_decompress_accumulate(const uint8_t*, size_t, const MinMaxFormat&, float*, void*) { no_cuda(); }
+void synchronize(void*) { no_cuda(); }
+
+}  // namespace bagua::cuda
