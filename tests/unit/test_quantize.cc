@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "kernels/half.h"
+#include "kernels/kernels.h"
 #include "kernels/quantize.h"
 
 using namespace bagua;
@@ -280,4 +281,20 @@ TEST_CASE("casts round to nearest even and come back exactly", "[quantize]") {
   cast_to_float(h.data(), BAGUA_BFLOAT16, x.size(), back.data());
   CHECK(back[1] == -2.5f);
   CHECK_THROWS_AS(cast_from_float(x.data(), 1, h.data(), BAGUA_INT32), Error);
+}
+
+TEST_CASE("the memory-type dispatcher runs the CPU kernels on host memory", "[quantize]") {
+  MinMaxFormat f{8, 256};
+  std::vector<float> x = random_vector(1000, 1.0f, 77), acc(1000, 0.0f), y(1000);
+  std::vector<uint8_t> a(minmax_compressed_bytes(x.size(), f)), b(a.size());
+  kernels::minmax_compress(x.data(), x.size(), f, RoundingKey{}, a.data(), nullptr);
+  minmax_compress(x.data(), BAGUA_FLOAT32, x.size(), f, RoundingKey{}, b.data());
+  CHECK(a == b);
+  kernels::minmax_decompress_accumulate(a.data(), x.size(), f, acc.data(), nullptr);
+  minmax_decompress(a.data(), x.size(), f, y.data(), BAGUA_FLOAT32);
+  CHECK(acc == y);
+  std::vector<float> s1 = x, s2 = x;
+  kernels::reduce_from(s1.data(), s1.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, nullptr);
+  reduce_from(s2.data(), s2.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM);
+  CHECK(s1 == s2);
 }
