@@ -135,6 +135,7 @@ void min_max_avx512(const float* v, size_t len, float* lo, float* hi, bool* fini
   __mmask16 bad = 0;
   size_t i = 0;
   for (; i + 16 <= len; i += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(v + i) + 4096, _MM_HINT_T0);  // the next chunk, early
     __m512 x = _mm512_loadu_ps(v + i);
     bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(x), exponent), exponent);
     mn = _mm512_min_ps(mn, x);
