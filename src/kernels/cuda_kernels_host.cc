@@ -13,5 +13,20 @@ void divide_by(void*, size_t, bagua_datatype_t, int, void*) { no_cuda(); }
 void minmax_compress(const float*, size_t, const MinMaxFormat&, const RoundingKey&, uint8_t*, void*) { no_cuda(); }
 void minmax_decompress_accumulate(const uint8_t*, size_t, const MinMaxFormat&, float*, void*) { no_cuda(); }
 void synchronize(void*) { no_cuda(); }
+void minmax_compress_typed(const void*, bagua_datatype_t, size_t, float*, const MinMaxFormat&, const RoundingKey&,
+                           uint8_t*, void*) {
+  no_cuda();
+}
+void minmax_decompress(const uint8_t*, size_t, const MinMaxFormat&, void*, bagua_datatype_t, void*) { no_cuda(); }
+void minmax_reduce_recompress(const uint8_t* const*, int, const float*, size_t, const MinMaxFormat&,
+                              const RoundingKey&, float*, uint8_t*, float*, float*, void*) {
+  no_cuda();
+}
+void sign_compress(const float*, size_t, size_t, float*, uint8_t*, void*) { no_cuda(); }
+void sign_decompress(const uint8_t*, size_t, size_t, float*, void*) { no_cuda(); }
+void cast_from_float(const float*, size_t, void*, bagua_datatype_t, void*) { no_cuda(); }
+void cast_to_float(const void*, bagua_datatype_t, size_t, float*, void*) { no_cuda(); }
+void bagua_u8_compress(const float*, size_t, uint8_t*, void*) { no_cuda(); }
+void bagua_u8_decompress(const uint8_t*, size_t, float*, void*) { no_cuda(); }
 
 }  // namespace bagua::cuda

@@ -106,6 +106,117 @@ void quantization() {
       }
   cudaFree(dx);
 }
+// Everything else against the CPU: typed input with error feedback, decompress to each type, the fused owner
+// step, sign with error feedback, casts, BAGUA's MinMaxUInt8.
+void other_kernels() {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const size_t n = 70001;
+  std::vector<float> x(n), err(n);
+  for (auto& v : x) v = dist(rng);
+  for (auto& v : err) v = dist(rng) * 0.01f;
+  MinMaxFormat f{4, 1024};
+  RoundingKey key{true, 3, 9, 1, 0};
+  size_t qbytes = minmax_compressed_bytes(n, f);
+  for (bagua_datatype_t t : {BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_BFLOAT16}) {
+    std::vector<uint8_t> in_bytes(n * datatype_size(t));
+    if (t == BAGUA_FLOAT32) std::memcpy(in_bytes.data(), x.data(), n * 4);
+    else cast_from_float(x.data(), n, in_bytes.data(), t);
+    std::vector<float> cpu_err = err;
+    std::vector<uint8_t> want(qbytes);
+    minmax_compress_ef(in_bytes.data(), t, n, cpu_err.data(), f, key, want.data());
+    uint8_t* din = to_device(in_bytes);
+    float* derr = to_device(err);
+    uint8_t* dq = to_device(std::vector<uint8_t>(qbytes));
+    cuda::minmax_compress_typed(din, t, n, derr, f, key, dq, nullptr);
+    cuda::synchronize(nullptr);
+    EXPECT(to_host(dq, qbytes) == want, "compress with error feedback, %s input, differs", datatype_name(t));
+    EXPECT(to_host(derr, n) == cpu_err, "error feedback state, %s input, differs", datatype_name(t));
+    std::vector<uint8_t> out_want(n * datatype_size(t));
+    minmax_decompress(want.data(), n, f, out_want.data(), t);
+    uint8_t* dout = to_device(std::vector<uint8_t>(out_want.size()));
+    cuda::minmax_decompress(dq, n, f, dout, t, nullptr);
+    cuda::synchronize(nullptr);
+    EXPECT(to_host(dout, out_want.size()) == out_want, "decompress to %s differs", datatype_name(t));
+    cudaFree(din);
+    cudaFree(derr);
+    cudaFree(dq);
+    cudaFree(dout);
+  }
+  {  // fused owner step with the owner's error feedback
+    std::vector<std::vector<uint8_t>> peers(2, std::vector<uint8_t>(qbytes));
+    for (auto& p : peers) {
+      for (auto& v : x) v = dist(rng);
+      minmax_compress(x.data(), BAGUA_FLOAT32, n, f, RoundingKey{}, p.data());
+    }
+    std::vector<float> own(n);
+    for (auto& v : own) v = dist(rng);
+    std::vector<float> e_cpu = err, red_cpu(n);
+    std::vector<uint8_t> want(qbytes);
+    const uint8_t* in_cpu[2] = {peers[0].data(), peers[1].data()};
+    minmax_reduce_recompress(in_cpu, 2, own.data(), n, f, key, e_cpu.data(), want.data(), red_cpu.data());
+    uint8_t* d0 = to_device(peers[0]);
+    uint8_t* d1 = to_device(peers[1]);
+    const uint8_t* in_gpu[2] = {d0, d1};
+    float* down = to_device(own);
+    float* de = to_device(err);
+    float* dred = to_device(std::vector<float>(n));
+    float* dscratch = to_device(std::vector<float>(n));
+    uint8_t* dq = to_device(std::vector<uint8_t>(qbytes));
+    cuda::minmax_reduce_recompress(in_gpu, 2, down, n, f, key, de, dq, dred, dscratch, nullptr);
+    cuda::synchronize(nullptr);
+    EXPECT(to_host(dq, qbytes) == want, "fused owner step codes differ");
+    EXPECT(to_host(dred, n) == red_cpu, "fused owner step sums differ");
+    EXPECT(to_host(de, n) == e_cpu, "fused owner step error differs");
+    for (void* p : {static_cast<void*>(d0), static_cast<void*>(d1), static_cast<void*>(down), static_cast<void*>(de),
+                    static_cast<void*>(dred), static_cast<void*>(dscratch), static_cast<void*>(dq)})
+      cudaFree(p);
+  }
+  {  // sign with error feedback
+    const size_t chunk = 1000;
+    size_t sbytes = sign_compressed_bytes(n, chunk);
+    std::vector<float> e_cpu = err;
+    std::vector<uint8_t> want(sbytes);
+    sign_compress(x.data(), n, chunk, e_cpu.data(), want.data());
+    float* dx = to_device(x);
+    float* de = to_device(err);
+    uint8_t* dq = to_device(std::vector<uint8_t>(sbytes));
+    cuda::sign_compress(dx, n, chunk, de, dq, nullptr);
+    cuda::synchronize(nullptr);
+    EXPECT(to_host(dq, sbytes) == want, "sign codes differ");
+    EXPECT(to_host(de, n) == e_cpu, "sign error feedback differs");
+    std::vector<float> dec(n);
+    sign_decompress(want.data(), n, chunk, dec.data());
+    cuda::sign_decompress(dq, n, chunk, dx, nullptr);
+    cuda::synchronize(nullptr);
+    EXPECT(to_host(dx, n) == dec, "sign decompress differs");
+    cudaFree(dx);
+    cudaFree(de);
+    cudaFree(dq);
+  }
+  {  // casts and BAGUA's layout
+    float* dx = to_device(x);
+    uint16_t* dh = to_device(std::vector<uint16_t>(n));
+    for (bagua_datatype_t t : {BAGUA_FLOAT16, BAGUA_BFLOAT16}) {
+      std::vector<uint16_t> want(n);
+      cast_from_float(x.data(), n, want.data(), t);
+      cuda::cast_from_float(dx, n, dh, t, nullptr);
+      cuda::synchronize(nullptr);
+      EXPECT(to_host(dh, n) == want, "cast to %s differs", datatype_name(t));
+    }
+    size_t ubytes = bagua_u8_compressed_bytes(n);
+    std::vector<uint8_t> want(ubytes);
+    bagua_u8_compress(x.data(), n, want.data());
+    uint8_t* dq = to_device(std::vector<uint8_t>(ubytes, 0xAB));
+    cuda::bagua_u8_compress(dx, n, dq, nullptr);
+    cuda::synchronize(nullptr);
+    EXPECT(to_host(dq, ubytes) == want, "MinMaxUInt8 bytes differ");
+    cudaFree(dx);
+    cudaFree(dh);
+    cudaFree(dq);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -116,6 +227,7 @@ int main() {
   }
   reductions();
   quantization();
+  other_kernels();
   std::printf("%s\n", g_failures ? "CUDA kernels: FAILED" : "CUDA kernels match the CPU bit for bit");
   return g_failures ? 1 : 0;
 }

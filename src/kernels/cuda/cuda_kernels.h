@@ -17,8 +17,23 @@ void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, voi
 // fp32 input; out holds minmax_compressed_bytes(count, format).
 void minmax_compress(const float* x, size_t count, const MinMaxFormat& format, const RoundingKey& key, uint8_t* out,
                      void* stream);
+// Any of fp32/fp16/bf16 input, with error feedback when error is not NULL (as the CPU's minmax_compress_ef).
+void minmax_compress_typed(const void* x, bagua_datatype_t dtype, size_t count, float* error,
+                           const MinMaxFormat& format, const RoundingKey& key, uint8_t* out, void* stream);
+void minmax_decompress(const uint8_t* in, size_t count, const MinMaxFormat& format, void* x, bagua_datatype_t dtype,
+                       void* stream);
 void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxFormat& format, float* acc,
                                   void* stream);
+// inputs: device pointers (the array itself on the host). scratch: count floats of device memory.
+void minmax_reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count,
+                              const MinMaxFormat& format, const RoundingKey& key, float* owner_error, uint8_t* out,
+                              float* reduced, float* scratch, void* stream);
+void sign_compress(const float* x, size_t count, size_t chunk, float* error, uint8_t* out, void* stream);
+void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x, void* stream);
+void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t dtype, void* stream);
+void cast_to_float(const void* in, bagua_datatype_t dtype, size_t count, float* out, void* stream);
+void bagua_u8_compress(const float* x, size_t count, uint8_t* out, void* stream);
+void bagua_u8_decompress(const uint8_t* in, size_t count, float* x, void* stream);
 void synchronize(void* stream);
 
 }  // namespace bagua::cuda

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/half.h"
 #include "kernels/quantize_math.h"
 
 namespace bagua::cuda {
@@ -42,14 +43,24 @@ __device__ Grid make_grid(float lo, float hi, int bits, bool poisoned) {
   return g;
 }
 
-__global__ void compress_kernel(const float* x, size_t count, int bits, size_t chunk, size_t block_bytes,
-                                bool stochastic, uint64_t seed, uint64_t step, uint32_t rank, uint64_t index_base,
-                                uint8_t* out) {
+__device__ float load_input(const void* x, bagua_datatype_t dtype, size_t i) {
+  if (dtype == BAGUA_FLOAT16) return fp16_to_float(static_cast<const uint16_t*>(x)[i]);
+  if (dtype == BAGUA_BFLOAT16) return bf16_to_float(static_cast<const uint16_t*>(x)[i]);
+  return static_cast<const float*>(x)[i];
+}
+
+// One block per chunk. With error feedback, t = x + e is staged in shared memory and e is updated.
+__global__ void compress_kernel(const void* x, bagua_datatype_t dtype, float* error, size_t count, int bits,
+                                size_t chunk, size_t block_bytes, bool stochastic, uint64_t seed, uint64_t step,
+                                uint32_t rank, uint64_t index_base, uint8_t* out) {
   __shared__ float s_min[kThreads], s_max[kThreads];
   __shared__ int s_bad[kThreads];
+  __shared__ float v[4096];
   size_t begin = blockIdx.x * chunk;
   size_t len = count - begin < chunk ? count - begin : chunk;
-  const float* v = x + begin;
+  for (size_t i = threadIdx.x; i < len; i += kThreads)
+    v[i] = load_input(x, dtype, begin + i) + (error ? error[begin + i] : 0.0f);
+  __syncthreads();
   uint8_t* block = out + blockIdx.x * block_bytes;
   float mn = __int_as_float(0x7f800000), mx = -mn;
   int bad = 0;
@@ -92,10 +103,19 @@ __global__ void compress_kernel(const float* x, size_t count, int bits, size_t c
     }
     block[kHeaderBytes + byte] = static_cast<uint8_t>(packed);
   }
+  if (error) {
+    __syncthreads();
+    for (size_t i = threadIdx.x; i < len; i += kThreads) {
+      uint32_t q = (block[kHeaderBytes + i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
+      float deq = g.poisoned ? g.min : g.min + static_cast<float>(q) * g.step;
+      error[begin + i] = v[i] - deq;
+    }
+  }
 }
 
+// Decompresses one chunk per block: into acc (+=) or into out of out_dtype.
 __global__ void decompress_acc_kernel(const uint8_t* in, size_t count, int bits, size_t chunk, size_t block_bytes,
-                                      float* acc) {
+                                      float* acc, bool accumulate, bagua_datatype_t out_dtype) {
   size_t begin = blockIdx.x * chunk;
   size_t len = count - begin < chunk ? count - begin : chunk;
   const uint8_t* block = in + blockIdx.x * block_bytes;
@@ -110,7 +130,10 @@ __global__ void decompress_acc_kernel(const uint8_t* in, size_t count, int bits,
   for (size_t i = threadIdx.x; i < len; i += kThreads) {
     uint32_t q = (block[kHeaderBytes + i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
     float deq = poisoned ? lo : lo + static_cast<float>(q) * step;
-    acc[begin + i] = acc[begin + i] + deq;
+    if (out_dtype == BAGUA_FLOAT32 && accumulate) acc[begin + i] = acc[begin + i] + deq;
+    else if (out_dtype == BAGUA_FLOAT32) acc[begin + i] = deq;
+    else if (out_dtype == BAGUA_FLOAT16) reinterpret_cast<uint16_t*>(acc)[begin + i] = float_to_fp16(deq);
+    else reinterpret_cast<uint16_t*>(acc)[begin + i] = float_to_bf16(deq);
   }
 }
 
@@ -121,25 +144,52 @@ void check_launch(const char* what) {
 
 }  // namespace
 
-void minmax_compress(const float* x, size_t count, const MinMaxFormat& format, const RoundingKey& key, uint8_t* out,
-                     void* stream) {
+void minmax_compress_typed(const void* x, bagua_datatype_t dtype, size_t count, float* error,
+                           const MinMaxFormat& format, const RoundingKey& key, uint8_t* out, void* stream) {
   validate(format);
   if (count == 0) return;
   size_t chunks = (count + format.chunk - 1) / format.chunk;
   compress_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, count, format.bits, format.chunk, kHeaderBytes + code_bytes(format.chunk, format.bits), key.stochastic,
-      key.seed, key.step, key.rank, key.index_base, out);
+      x, dtype, error, count, format.bits, format.chunk, kHeaderBytes + code_bytes(format.chunk, format.bits),
+      key.stochastic, key.seed, key.step, key.rank, key.index_base, out);
   check_launch("CUDA min-max compress");
 }
 
-void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxFormat& format, float* acc,
-                                  void* stream) {
+void minmax_compress(const float* x, size_t count, const MinMaxFormat& format, const RoundingKey& key, uint8_t* out,
+                     void* stream) {
+  minmax_compress_typed(x, BAGUA_FLOAT32, count, nullptr, format, key, out, stream);
+}
+
+static void decompress(const uint8_t* in, size_t count, const MinMaxFormat& format, void* out, bool accumulate,
+                       bagua_datatype_t dtype, void* stream) {
   validate(format);
   if (count == 0) return;
   size_t chunks = (count + format.chunk - 1) / format.chunk;
   decompress_acc_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      in, count, format.bits, format.chunk, kHeaderBytes + code_bytes(format.chunk, format.bits), acc);
-  check_launch("CUDA min-max decompress-accumulate");
+      in, count, format.bits, format.chunk, kHeaderBytes + code_bytes(format.chunk, format.bits),
+      static_cast<float*>(out), accumulate, dtype);
+  check_launch("CUDA min-max decompress");
+}
+
+void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxFormat& format, float* acc,
+                                  void* stream) {
+  decompress(in, count, format, acc, true, BAGUA_FLOAT32, stream);
+}
+
+void minmax_decompress(const uint8_t* in, size_t count, const MinMaxFormat& format, void* x, bagua_datatype_t dtype,
+                       void* stream) {
+  decompress(in, count, format, x, false, dtype, stream);
+}
+
+void minmax_reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count,
+                              const MinMaxFormat& format, const RoundingKey& key, float* owner_error, uint8_t* out,
+                              float* reduced, float* scratch, void* stream) {
+  // The CPU's order: acc = own, then += each input in turn, then compress acc (adding the owner's error).
+  auto s = static_cast<cudaStream_t>(stream);
+  cudaMemcpyAsync(scratch, own, count * sizeof(float), cudaMemcpyDeviceToDevice, s);
+  for (int k = 0; k < ninputs; ++k) minmax_decompress_accumulate(inputs[k], count, format, scratch, stream);
+  if (reduced) cudaMemcpyAsync(reduced, scratch, count * sizeof(float), cudaMemcpyDeviceToDevice, s);
+  minmax_compress_typed(scratch, BAGUA_FLOAT32, count, owner_error, format, key, out, stream);
 }
 
 }  // namespace bagua::cuda
