@@ -67,6 +67,12 @@ int main(int argc, char** argv) {
     row("memcpy", 2.0 * bytes, copy_s);
     double s = median_seconds(iterations, [&] { reduce_from(y.data(), x.data(), acc.data(), n, BAGUA_FLOAT32, BAGUA_SUM); });
     row("reduce_sum_f32", 3.0 * bytes, s);
+    {
+      std::vector<float> error(n, 0.0f);
+      std::vector<uint8_t> q(sign_compressed_bytes(n, 1024));
+      double es = median_seconds(iterations, [&] { sign_compress(x.data(), n, 1024, error.data(), q.data()); });
+      row("sign_ef", static_cast<double>(3 * bytes + q.size()), es);  // reads x and e, writes e and the bits
+    }
     for (int bits : {8, 4, 2, 1}) {
       MinMaxFormat f{bits, 1024};
       std::vector<uint8_t> q(minmax_compressed_bytes(n, f));
