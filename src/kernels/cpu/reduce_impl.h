@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/reduce.h"
 #include "kernels/half.h"
+#include "kernels/reduce_math.h"
 
 namespace bagua::BAGUA_REDUCE_NAMESPACE {
 
@@ -59,47 +60,12 @@ struct Arith<Bf16> {
   static Bf16 store(float v) { return Bf16{float_to_bf16(v)}; }
 };
 
-template <typename W>
-inline W canonical_nan() {
-  return std::numeric_limits<W>::quiet_NaN();  // 0x7fc00000 / 0x7ff8000000000000: positive, quiet, no payload
-}
-
-template <typename W>
-inline W apply(W a, W b, bagua_redop_t op) {
-  if constexpr (std::is_integral_v<W>) {
-    // Wrapping arithmetic: compute in the unsigned type of the same width.
-    using U = std::make_unsigned_t<W>;
-    switch (op) {
-      case BAGUA_SUM:
-      case BAGUA_AVG: return static_cast<W>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-      case BAGUA_PROD: return static_cast<W>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      case BAGUA_MIN: return b < a ? b : a;
-      case BAGUA_MAX: return b > a ? b : a;
-    }
-  } else {
-    // Any NaN result is the canonical quiet NaN: which payload survives NaN + NaN depends on operand order,
-    // which the compiler may swap, so the payload is dropped to keep every build and algorithm identical.
-    // min/max propagate NaN from either side.
-    W r;
-    switch (op) {
-      case BAGUA_SUM:
-      case BAGUA_AVG: r = a + b; break;
-      case BAGUA_PROD: r = a * b; break;
-      case BAGUA_MIN: r = (a != a || b != b) ? canonical_nan<W>() : (b < a ? b : a); break;
-      case BAGUA_MAX: r = (a != a || b != b) ? canonical_nan<W>() : (b > a ? b : a); break;
-      default: r = a; break;
-    }
-    return r != r ? canonical_nan<W>() : r;
-  }
-  return a;
-}
-
 // One loop per op so that each is a plain, vectorizable loop. dst may alias a or b exactly (element i is
 // read before it is written), never partially.
 template <typename T, bagua_redop_t Op>
 void reduce_loop(T* dst, const T* a, const T* b, size_t count) {
   using A = Arith<T>;
-  for (size_t i = 0; i < count; ++i) dst[i] = A::store(apply(A::load(a[i]), A::load(b[i]), Op));
+  for (size_t i = 0; i < count; ++i) dst[i] = A::store(apply_op(A::load(a[i]), A::load(b[i]), Op));
 }
 
 #if defined(__AVX2__) && defined(__F16C__)
@@ -122,7 +88,7 @@ void reduce_loop_fp16(Fp16* dst, const Fp16* a, const Fp16* b, size_t count) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
   }
   using A = Arith<Fp16>;
-  for (; i < count; ++i) dst[i] = A::store(apply(A::load(a[i]), A::load(b[i]), Op));
+  for (; i < count; ++i) dst[i] = A::store(apply_op(A::load(a[i]), A::load(b[i]), Op));
 }
 
 template <>
@@ -159,13 +125,7 @@ void divide_typed(T* dst, size_t count, int divisor) {
   using A = Arith<T>;
   using W = typename A::Wide;
   for (size_t i = 0; i < count; ++i) {
-    if constexpr (std::is_integral_v<W>) {
-      // Signed division in C++ truncates toward zero; the divisor is at most 2^20, so no overflow.
-      dst[i] = A::store(static_cast<W>(A::load(dst[i]) / static_cast<W>(divisor)));
-    } else {
-      W q = A::load(dst[i]) / static_cast<W>(divisor);
-      dst[i] = A::store(q != q ? canonical_nan<W>() : q);
-    }
+    dst[i] = A::store(divide_value<W>(A::load(dst[i]), divisor));  // the divisor is at most 2^20: no overflow
   }
 }
 

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/half.h"
+#include "kernels/reduce_math.h"
 
 namespace bagua::cuda {
 
@@ -39,44 +40,12 @@ struct Arith<Bf16> {
   __device__ static Bf16 store(float v) { return Bf16{float_to_bf16(v)}; }
 };
 
-template <typename W>
-__device__ W canonical_nan() {
-  if constexpr (std::is_same_v<W, double>) return __longlong_as_double(0x7ff8000000000000ll);
-  else return __int_as_float(0x7fc00000);
-}
-
-template <typename W>
-__device__ W apply(W a, W b, bagua_redop_t op) {
-  if constexpr (std::is_integral_v<W>) {
-    using U = std::make_unsigned_t<W>;
-    switch (op) {
-      case BAGUA_SUM:
-      case BAGUA_AVG: return static_cast<W>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-      case BAGUA_PROD: return static_cast<W>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      case BAGUA_MIN: return b < a ? b : a;
-      case BAGUA_MAX: return b > a ? b : a;
-    }
-    return a;
-  } else {
-    W r;
-    switch (op) {
-      case BAGUA_SUM:
-      case BAGUA_AVG: r = a + b; break;
-      case BAGUA_PROD: r = a * b; break;
-      case BAGUA_MIN: r = (a != a || b != b) ? canonical_nan<W>() : (b < a ? b : a); break;
-      case BAGUA_MAX: r = (a != a || b != b) ? canonical_nan<W>() : (b > a ? b : a); break;
-      default: r = a; break;
-    }
-    return r != r ? canonical_nan<W>() : r;
-  }
-}
-
 template <typename T>
 __global__ void reduce_kernel(T* dst, const T* a, const T* b, size_t count, bagua_redop_t op) {
   using A = Arith<T>;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    dst[i] = A::store(apply(A::load(a[i]), A::load(b[i]), op));
+    dst[i] = A::store(apply_op(A::load(a[i]), A::load(b[i]), op));
 }
 
 template <typename T>
@@ -85,12 +54,7 @@ __global__ void divide_kernel(T* dst, size_t count, int divisor) {
   using W = typename A::Wide;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    if constexpr (std::is_integral_v<W>) {
-      dst[i] = A::store(static_cast<W>(A::load(dst[i]) / static_cast<W>(divisor)));
-    } else {
-      W q = A::load(dst[i]) / static_cast<W>(divisor);
-      dst[i] = A::store(q != q ? canonical_nan<W>() : q);
-    }
+    dst[i] = A::store(divide_value<W>(A::load(dst[i]), divisor));
   }
 }
 
