@@ -49,7 +49,7 @@ int main() {
   }
   std::sort(micros.begin(), micros.end());
   if (rank == 0)
-    std::printf("\n  barrier over the bootstrap ring, %d iterations: median %.1f us, p90 %.1f us, min %.1f us\n",
+    std::printf("\n  barrier (dissemination over UCX), %d iterations: median %.1f us, p90 %.1f us, min %.1f us\n",
                 iterations, micros[micros.size() / 2], micros[micros.size() * 9 / 10], micros.front());
   DEMO_OK(bagua_comm_destroy(comm));
   return 0;
