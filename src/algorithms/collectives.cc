@@ -50,6 +50,9 @@ bool algorithm_supports(Collective c, Algorithm a, int nranks, const HostLayout&
       return true;
     }
     if (c == Collective::kAllreduce) return true;
+    if (c == Collective::kAllgather)  // leaders send one message per rank of their host in one round (<= 64)
+      for (const auto& h : hosts)
+        if (h.size() > 64) return false;
     return a == Algorithm::kHierarchical &&
            (c == Collective::kReduce || c == Collective::kBroadcast || c == Collective::kAllgather);
   }
@@ -89,11 +92,8 @@ size_t CollectiveArgs::message_bytes(int nranks) const {
     case Collective::kAlltoall:
     case Collective::kGather:
     case Collective::kScatter: return bytes * static_cast<size_t>(nranks);
-    case Collective::kAlltoallv: {
-      size_t total = 0;
-      for (int p = 0; p < nranks; ++p) total += sendcounts[p] * datatype_size(dtype);
-      return total;
-    }
+    case Collective::kAlltoallv:
+      return 0;  // counts differ per rank; selection must not, so alltoallv is chosen as for an empty message
     default: return bytes;
   }
 }

@@ -138,6 +138,9 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args) {
       require_pointer(args.sdispls, "sdispls");
       require_pointer(args.recvcounts, "recvcounts");
       require_pointer(args.rdispls, "rdispls");
+      if (args.sendcounts[r] != args.recvcounts[r])
+        fail(BAGUA_ERR_INVALID_ARGUMENT, "sendcounts[{}] = {} but recvcounts[{}] = {}: what a rank sends itself must fit",
+             r, args.sendcounts[r], r, args.recvcounts[r]);
       size_t send_extent = 0, recv_extent = 0;
       for (int p = 0; p < n; ++p) {
         size_t s_end = checked_bytes(args.sdispls[p], args.dtype, "sdispls") ;

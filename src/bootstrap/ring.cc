@@ -154,7 +154,8 @@ void BootstrapRing::send_control(Link& link, FrameType type, const Bytes& payloa
   try {
     send_frame(link.sock, type, payload, Deadline::after_ms(kControlSendTimeoutMs));
   } catch (const Error&) {
-    // Best effort: the neighbour may be gone too.
+    // Best effort: the neighbour may be gone too. A frame may be half sent: nothing more goes on this link.
+    link.closed = true;
   }
 }
 

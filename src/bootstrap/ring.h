@@ -41,7 +41,7 @@ class BootstrapRing {
     int peer = -1;
     FrameParser parser;
     bool said_bye = false;
-    bool closed = false;
+    std::atomic<bool> closed{false};  // read by notify_failure on another thread
     std::deque<Frame> data;  // DATA frames not yet consumed by allgather
   };
 

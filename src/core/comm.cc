@@ -139,6 +139,9 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
 std::unique_ptr<Comm> Comm::split(int color, int key) {
   std::lock_guard<std::timed_mutex> lock(engine_mutex_);
   check_usable();
+  if (!active_.empty())
+    fail(BAGUA_ERR_INVALID_USAGE, "{} operation(s) still in flight: finish them (bagua_wait) before bagua_comm_split",
+         active_.size());
   Deadline deadline = op_deadline();
   uint64_t split_index = split_count_++;
   try {
@@ -267,12 +270,10 @@ void Comm::progress_all() {
     try {
       op->advance(*transport_);
     } catch (const Error& e) {
-      bagua_status_t status = abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status();
-      if (is_poisoning(status)) {
-        fail_everything(status, e.what());
-        return;
-      }
-      op->fail(status, e.what());
+      // Any failure after an operation has posted transfers leaves the ranks out of step and transfers
+      // pointing at user memory: poison, which cancels and tears them down (argument errors never get here).
+      fail_everything(abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status(), e.what());
+      return;
     }
   }
   for (size_t i = 0; i < active_.size();) {

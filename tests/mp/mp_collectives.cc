@@ -307,6 +307,13 @@ void split(bagua_comm_t parent) {
     MP_OK(bagua_comm_destroy(none));
   }
   MP_CHECK(bagua_comm_split(parent, -5, 0, &none) == BAGUA_ERR_INVALID_ARGUMENT);
+  // Splitting with an operation of the parent still in flight is refused, with no side effect.
+  int32_t v = 1;
+  bagua_request_t pending;
+  MP_OK(bagua_iallreduce(&v, &v, 1, BAGUA_INT32, BAGUA_SUM, parent, &pending));
+  MP_CHECK(bagua_comm_split(parent, 0, 0, &none) == BAGUA_ERR_INVALID_USAGE);
+  MP_OK(bagua_wait(pending));
+  MP_CHECK(v == g_size);
   MP_OK(bagua_comm_destroy(child));
   if (g_rank == 0) std::printf("split: ok\n");
 }

@@ -1,5 +1,7 @@
 // Under bagua-run -n N: send/recv in a ring, all-to-one, to self, and 64 messages in flight per pair,
 // finished in scrambled order; every payload is checked element by element.
+#include <unistd.h>
+
 #include <algorithm>
 #include <random>
 #include <vector>
@@ -104,6 +106,36 @@ void many_in_flight(bagua_comm_t comm) {
   }
   for (int k = 0; k < kMessages; ++k) MP_CHECK(matches(in[k], prev, g_rank, k));
 }
+// Large sends to two peers carry the same tag (sequence numbers count per peer) and take the single-copy path.
+// Each send must complete only when its own receiver has read it: rank 0 overwrites a buffer as soon as its
+// send is done, and the slow receiver must still see the original data.
+void same_tag_two_peers(bagua_comm_t parent) {
+  if (g_size < 3) return;
+  // A fresh communicator, so both sends are the first to their peer and their tags are equal.
+  bagua_comm_t comm = nullptr;
+  MP_OK(bagua_comm_split(parent, 0, g_rank, &comm));
+  const size_t count = 1 << 18;  // 1 MiB of int32
+  if (g_rank == 0) {
+    std::vector<int32_t> to1(count), to2(count);
+    fill(to1, 0, 1, 7);
+    fill(to2, 0, 2, 7);
+    bagua_request_t r1, r2;
+    MP_OK(bagua_isend(to1.data(), count, BAGUA_INT32, 1, comm, &r1));
+    MP_OK(bagua_isend(to2.data(), count, BAGUA_INT32, 2, comm, &r2));
+    MP_OK(bagua_wait(r1));
+    std::fill(to1.begin(), to1.end(), -1);  // rank 1 must already have read it
+    MP_OK(bagua_wait(r2));
+    std::fill(to2.begin(), to2.end(), -1);
+  } else if (g_rank <= 2) {
+    if (g_rank == 1) usleep(200 * 1000);  // rank 2 reads first
+    std::vector<int32_t> in(count);
+    MP_OK(bagua_recv(in.data(), count, BAGUA_INT32, 0, comm, nullptr));
+    MP_CHECK(matches(in, 0, g_rank, 7));
+  }
+  MP_OK(bagua_barrier(comm, nullptr));
+  MP_OK(bagua_comm_destroy(comm));
+}
+
 }  // namespace
 
 int main() {
@@ -114,6 +146,7 @@ int main() {
   ring(comm);
   all_to_one(comm);
   many_in_flight(comm);
+  same_tag_two_peers(comm);
   // Argument errors leave the communicator usable.
   int32_t x = 0;
   MP_CHECK(bagua_send(&x, 1, BAGUA_INT32, g_size, comm, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
@@ -124,6 +157,13 @@ int main() {
            BAGUA_ERR_INVALID_ARGUMENT);
   int32_t pair[3] = {1, 2, 3};
   MP_CHECK(bagua_allreduce(pair, pair + 1, 2, BAGUA_INT32, BAGUA_SUM, comm, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
+  // alltoallv: what a rank sends itself must fit where it receives it.
+  std::vector<size_t> counts(g_size, 1), displs(g_size), small(g_size, 1);
+  for (int p = 0; p < g_size; ++p) displs[p] = static_cast<size_t>(p);
+  small[g_rank] = 0;
+  std::vector<int32_t> sb(g_size), rb(g_size);
+  MP_CHECK(bagua_alltoallv(sb.data(), counts.data(), displs.data(), rb.data(), small.data(), displs.data(),
+                           BAGUA_INT32, comm, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
   MP_OK(bagua_allreduce(&x, &x, 1, BAGUA_INT32, BAGUA_SUM, comm, nullptr));
   MP_OK(bagua_barrier(comm, nullptr));
   MP_OK(bagua_comm_destroy(comm));

@@ -137,11 +137,16 @@ void UcxTransport::connect(const std::vector<Bytes>& addresses) {
 
 namespace {
 constexpr uint32_t kSingleCopyMagic = 0x414d4342;  // "BCMA"
-constexpr size_t kHeaderBytes = 24;                 // magic u32 | pid u32 | address u64 | bytes u64
+// magic u32 | pid u32 | address u64 | bytes u64 | acknowledgement id u32 | sender rank u32
+constexpr size_t kHeaderBytes = 32;
 constexpr size_t kAckBytes = 8;
 constexpr uint64_t kAckKind = 15;
 
-uint64_t ack_tag(uint64_t tag) { return (kAckKind << 60) | (tag & ((uint64_t(1) << 60) - 1)); }
+// The acknowledgement goes back to the sender on a tag only that send waits for: the sender's rank and an id
+// unique among its transfers (the data tag alone is not unique across destinations).
+uint64_t ack_tag(uint32_t sender, uint32_t id) {
+  return (kAckKind << 60) | (static_cast<uint64_t>(sender & 0xfffffu) << 32) | id;
+}
 }  // namespace
 
 void* UcxTransport::ucx_send(int peer, uint64_t tag, const void* data, size_t bytes, ucs_status_t* status) {
@@ -207,14 +212,18 @@ void UcxTransport::post_send(Transfer& transfer, int peer, uint64_t tag, const v
   ucs_status_t status;
   if (single_copy(peer, bytes)) {
     // Rendezvous: tell the receiver where the data is; it reads it directly and acknowledges.
+    uint32_t id = next_ack_id_++;
     Writer w;
     w.u32(kSingleCopyMagic);
     w.u32(static_cast<uint32_t>(getpid()));
     w.u64(reinterpret_cast<uintptr_t>(data));
     w.u64(bytes);
+    w.u32(id);
+    w.u32(static_cast<uint32_t>(rank_));
     std::memcpy(transfer.control, w.out().data(), kHeaderBytes);
     transfer.stage = 1;
-    transfer.aux = ucx_recv(ack_tag(tag), transfer.control + kHeaderBytes, kAckBytes, &status);
+    transfer.aux = ucx_recv(ack_tag(static_cast<uint32_t>(rank_), id), transfer.control + kHeaderBytes, kAckBytes,
+                            &status);
     if (status == UCS_OK) transfer.handle = ucx_send(peer, tag, transfer.control, kHeaderBytes, &status);
   } else {
     transfer.handle = ucx_send(peer, tag, data, bytes, &status);
@@ -241,9 +250,10 @@ void UcxTransport::post_recv(Transfer& transfer, int peer, uint64_t tag, void* d
 void UcxTransport::finish(Transfer& transfer, ucs_status_t status, size_t received_length) {
   for (void** handle : {&transfer.handle, &transfer.aux}) {
     if (*handle == nullptr) continue;
-    ucp_request_cancel(worker_, *handle);
-    while (ucp_request_check_status(*handle) == UCS_INPROGRESS) ucp_worker_progress(worker_);
-    ucp_request_free(*handle);
+    ucp_request_cancel(worker_, *handle);  // no effect on a send: give it a bounded time to finish
+    Deadline deadline = Deadline::after_ms(kCloseTimeoutMs);
+    while (ucp_request_check_status(*handle) == UCS_INPROGRESS && !deadline.expired()) ucp_worker_progress(worker_);
+    if (ucp_request_check_status(*handle) != UCS_INPROGRESS) ucp_request_free(*handle);  // else the worker frees it
     *handle = nullptr;
   }
   pending_.erase(&transfer);
@@ -283,9 +293,11 @@ void UcxTransport::read_single_copy(Transfer& transfer) {
   auto pid = static_cast<pid_t>(r.u32());
   uint64_t address = r.u64();
   uint64_t bytes = r.u64();
+  uint32_t id = r.u32();
+  uint32_t sender = r.u32();
   ucs_status_t ack_status;
   auto acknowledge = [&] {
-    transfer.aux = ucx_send(transfer.peer, ack_tag(transfer.tag), transfer.control + kHeaderBytes, kAckBytes, &ack_status);
+    transfer.aux = ucx_send(transfer.peer, ack_tag(sender, id), transfer.control + kHeaderBytes, kAckBytes, &ack_status);
   };
   if (magic != kSingleCopyMagic || bytes != transfer.bytes) {
     acknowledge();  // release the sender either way
@@ -297,7 +309,7 @@ void UcxTransport::read_single_copy(Transfer& transfer) {
     transfer.failure = BAGUA_ERR_REMOTE;
     transfer.error = fmt::format("reading {} bytes from rank {} failed: {}", bytes, transfer.peer, error);
     acknowledge();
-    pending_.erase(&transfer);
+    if (transfer.aux == nullptr) pending_.erase(&transfer);  // else shutdown or check() collects the ack
     return;
   }
   transfer.stage = 2;

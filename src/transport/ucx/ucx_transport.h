@@ -66,6 +66,7 @@ class UcxTransport : public Transport {
   std::vector<bool> single_copy_peers_;
   size_t single_copy_bytes_;
   uint64_t probe_word_ = 0;
+  uint32_t next_ack_id_ = 0;
 };
 
 }  // namespace bagua
