@@ -308,12 +308,13 @@ void split(bagua_comm_t parent) {
   }
   MP_CHECK(bagua_comm_split(parent, -5, 0, &none) == BAGUA_ERR_INVALID_ARGUMENT);
   // Splitting with an operation of the parent still in flight is refused on every rank, with no side effect:
-  // a receive that cannot complete before its matching send, which comes after the attempt.
+  // a receive that cannot complete before its matching send, which comes after everyone's attempt.
   int32_t v = -1, token = g_rank;
   bagua_request_t pending;
   int prev = (g_rank + g_size - 1) % g_size, next = (g_rank + 1) % g_size;
   MP_OK(bagua_irecv(&v, 1, BAGUA_INT32, prev, parent, &pending));
   MP_CHECK(bagua_comm_split(parent, 0, 0, &none) == BAGUA_ERR_INVALID_USAGE);
+  MP_OK(bagua_barrier(parent, nullptr));  // no rank sends before every rank has tried
   MP_OK(bagua_send(&token, 1, BAGUA_INT32, next, parent, nullptr));
   MP_OK(bagua_wait(pending));
   MP_CHECK(v == prev);
