@@ -3,7 +3,7 @@
 set -euo pipefail
 
 PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libhwloc-dev hwloc libfmt-dev catch2 libssl-dev iproute2
-          ethtool util-linux)
+          ethtool util-linux python3)
 # Peers for the comparison benchmarks (perf/compare); not needed to build or test.
 if [ "${BAGUA_WITH_PEERS:-0}" = 1 ]; then
   PACKAGES+=(openmpi-bin libopenmpi-dev libgloo-dev)
