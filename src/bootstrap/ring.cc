@@ -246,6 +246,5 @@ std::vector<Bytes> BootstrapRing::allgather(const Bytes& mine, Deadline deadline
   return blocks;
 }
 
-void BootstrapRing::barrier(Deadline deadline) { allgather({}, deadline); }
 
 }  // namespace bagua

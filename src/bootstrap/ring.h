@@ -1,5 +1,5 @@
 // Out-of-band channel of a communicator: authenticated TCP connections to the next and previous rank.
-// It carries bootstrap allgather/barrier blocks and failure notices, and its EOF is the fast sign that a
+// It carries bootstrap allgather blocks (worker addresses, splits) and failure notices, and its EOF is the fast sign that a
 // neighbour died. A failure notice travels around the ring in both directions so every rank learns of it.
 #pragma once
 
@@ -24,7 +24,6 @@ class BootstrapRing {
 
   // Gathers one block from every rank, in rank order. Blocks may differ in size (at most 64 MiB).
   std::vector<Bytes> allgather(const Bytes& mine, Deadline deadline);
-  void barrier(Deadline deadline);
 
   // Reads what the neighbours sent without blocking. Throws REMOTE when a neighbour died or passed on a
   // failure notice. Safe to call often (one poll() per call).

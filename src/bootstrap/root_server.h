@@ -26,8 +26,6 @@ class RootServer {
   static void start_detached(Socket listener, Bytes secret, Mode mode, int idle_limit_ms);
 
   const std::string& address() const { return address_; }
-  size_t refused_connections() const { return acceptor_.refused(); }
-  size_t pending_handshakes() const { return acceptor_.pending(); }
 
  private:
   struct Member {

@@ -94,14 +94,6 @@ void SockAddr::set_port(uint16_t port) {
   if (storage.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port = htons(port);
 }
 
-bool SockAddr::is_loopback() const {
-  if (storage.ss_family == AF_INET)
-    return (ntohl(reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr.s_addr) >> 24) == 127;
-  if (storage.ss_family == AF_INET6)
-    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr);
-  return false;
-}
-
 static bool find_interface(const char* ifname, bool skip_loopback, SockAddr* out) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return false;

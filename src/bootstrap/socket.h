@@ -23,7 +23,6 @@ struct SockAddr {
   std::string str() const;
   uint16_t port() const;
   void set_port(uint16_t port);
-  bool is_loopback() const;
   const sockaddr* raw() const { return reinterpret_cast<const sockaddr*>(&storage); }
 };
 

@@ -1,5 +1,5 @@
 // The communicator: who the ranks are, where they live, and the state every operation shares
-// (configuration, bootstrap ring, poison status, last error).
+// (configuration, bootstrap ring, transport, progress engine, poison status, last error).
 #pragma once
 
 #include <atomic>
@@ -73,13 +73,10 @@ class Comm {
   // Poisoning status after a non-blocking check of the neighbours (bagua_comm_get_async_error).
   bagua_status_t async_error();
   bagua_stats_t stats() const;
-  Transport* transport() { return transport_.get(); }
   const AlgorithmSelector& selector() const { return selector_; }
   void check_usable() const;
   bool poisoned() const { return poison_status_.load() != BAGUA_SUCCESS; }
   bagua_status_t poison_status() const { return poison_status_.load(); }
-  const std::atomic<bool>* abort_flag() const { return &abort_requested_; }
-  BootstrapRing& ring() { return *ring_; }
 
   void set_last_error(const std::string& message);
   const char* last_error();

@@ -52,8 +52,6 @@ class Transport {
   virtual void check(Transfer& transfer) = 0;
   // Drives communication; returns how much happened (0 when idle).
   virtual unsigned progress() = 0;
-  // A peer's connection failed: its status text, or empty while healthy.
-  virtual std::string peer_failure(int peer) const = 0;
 
   // Cancels every pending transfer (they end kFailed), closes endpoints and frees the transport's resources.
   // graceful: flush first (bounded by a short timeout). Idempotent; nothing writes into user memory after.

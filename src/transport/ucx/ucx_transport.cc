@@ -389,11 +389,6 @@ unsigned UcxTransport::progress() {
   return ucp_worker_progress(worker_);
 }
 
-std::string UcxTransport::peer_failure(int peer) const {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || peers_[peer]->status == UCS_OK) return {};
-  return ucs_status_string(peers_[peer]->status);
-}
-
 void UcxTransport::close_endpoints(bool graceful) {
   std::vector<ucs_status_ptr_t> closing;
   for (int peer = 0; peer < static_cast<int>(endpoints_.size()); ++peer) {

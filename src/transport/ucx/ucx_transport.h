@@ -28,7 +28,6 @@ class UcxTransport : public Transport {
   void post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) override;
   void check(Transfer& transfer) override;
   unsigned progress() override;
-  std::string peer_failure(int peer) const override;
   void shutdown(bool graceful) override;
   const TransportCounters& counters() const override { return counters_; }
   std::string describe() const override;
