@@ -125,6 +125,8 @@ typedef enum {
   BAGUA_OPKIND_ALLTOALLV = 9,
   BAGUA_OPKIND_GATHER = 10,
   BAGUA_OPKIND_SCATTER = 11,
+  BAGUA_OPKIND_QUANTIZED_ALLREDUCE = 12,
+  BAGUA_OPKIND_NEIGHBOR_ALLREDUCE = 13,
   BAGUA_OPKIND_COUNT = 16 /* room to grow without changing the struct */
 } bagua_opkind_t;
 
@@ -137,6 +139,7 @@ typedef struct {
   uint64_t messages_received;
   uint64_t ops[BAGUA_OPKIND_COUNT];        /* operations completed, by bagua_opkind_t */
   uint64_t bytes_sent_by_op[BAGUA_OPKIND_COUNT];
+  uint64_t compute_ns; /* time spent in compression kernels (compress, decompress, owner step) */
 } bagua_stats_t;
 
 /* Poisoning error of the communicator (BAGUA_SUCCESS while healthy); checks for a dead peer without blocking. */
@@ -224,6 +227,122 @@ BAGUA_API bagua_status_t bagua_irecv(void* buf, size_t count, bagua_datatype_t d
 BAGUA_API bagua_status_t bagua_test(bagua_request_t req, int* done);
 /* Waits (honouring the communicator timeout), frees the request, and returns its status. */
 BAGUA_API bagua_status_t bagua_wait(bagua_request_t req);
+
+/* ---- relaxations (BAGUA's system relaxations; docs/relaxations.md) ---- */
+
+/* Quantized allreduce: scatter-reduce-allgather where what crosses the wire is compressed. */
+typedef enum {
+  BAGUA_COMPRESS_MINMAX = 0, /* b-bit min-max codes per chunk (docs/formats.md "minmax v1") */
+  BAGUA_COMPRESS_SIGN = 1,   /* 1 bit per element with a per-chunk scale ||x||/sqrt(d) ("sign v1") */
+  BAGUA_COMPRESS_FP16 = 2,   /* fp32 rounded to fp16 on the wire */
+  BAGUA_COMPRESS_BF16 = 3
+} bagua_compress_kind_t;
+
+typedef enum {
+  BAGUA_HIERARCHICAL_AUTO = 0, /* on when the communicator spans hosts and some host has several ranks */
+  BAGUA_HIERARCHICAL_ON = 1,   /* full precision inside each host, compressed only between hosts */
+  BAGUA_HIERARCHICAL_OFF = 2
+} bagua_hierarchical_t;
+
+#define BAGUA_COMPRESSION_MAGIC 0xBA6CC0DEu
+/* Versioned like bagua_config_t: size, magic and version first; new fields are only appended. */
+typedef struct {
+  size_t size;           /* sizeof(bagua_compression_t) as the caller compiled it */
+  unsigned int magic;    /* BAGUA_COMPRESSION_MAGIC */
+  unsigned int version;  /* BAGUA_VERSION_CODE */
+  int kind;              /* bagua_compress_kind_t */
+  int bits;              /* min-max: 1, 2, 4 or 8 */
+  size_t chunk;          /* elements per min/max (or sign scale) chunk: 256 to 4096 */
+  int stochastic;        /* min-max: stochastic rounding instead of nearest */
+  uint64_t seed;         /* stochastic rounding seed (the draws also depend on step, rank and index) */
+  int error_feedback;    /* 1: keep what compression lost and add it to the next step (needs a qstate) */
+  int hierarchical;      /* bagua_hierarchical_t */
+} bagua_compression_t;
+
+#define BAGUA_COMPRESSION_INITIALIZER                                                                       \
+  {                                                                                                        \
+    sizeof(bagua_compression_t), BAGUA_COMPRESSION_MAGIC, BAGUA_VERSION_CODE, BAGUA_COMPRESS_MINMAX, 8, 1024, 0, \
+        0, 0, BAGUA_HIERARCHICAL_AUTO                                                                      \
+  }
+
+/* Error-feedback buffers (the worker's, and the owner's for its reduced chunk), scratch space and the step
+ * counter of one tensor, reused across steps. Local (not collective). Bound to comm, count, dtype and cfg. */
+typedef struct bagua_qstate* bagua_qstate_t;
+BAGUA_API bagua_status_t bagua_qstate_create(bagua_comm_t comm, size_t count, bagua_datatype_t dtype,
+                                             const bagua_compression_t* cfg, bagua_qstate_t* state);
+BAGUA_API bagua_status_t bagua_qstate_destroy(bagua_qstate_t state);
+/* What error feedback still holds, as count floats: this rank's worker error plus, on the chunk it owns, the
+ * owner error. Summed over ranks it is exactly what the outputs so far are missing from the exact sums. */
+BAGUA_API bagua_status_t bagua_qstate_residual(bagua_qstate_t state, float* residual, size_t count);
+
+/* op: BAGUA_SUM or BAGUA_AVG. dtype: FLOAT32, FLOAT16 or BFLOAT16 (accumulated in fp32). In place when
+ * sendbuf == recvbuf. state may be NULL when error feedback is off. Every rank gets bit-identical output. */
+BAGUA_API bagua_status_t bagua_quantized_allreduce(const void* sendbuf, void* recvbuf, size_t count,
+                                                   bagua_datatype_t dtype, bagua_redop_t op,
+                                                   const bagua_compression_t* cfg, bagua_qstate_t state,
+                                                   bagua_comm_t comm, void* stream);
+BAGUA_API bagua_status_t bagua_iquantized_allreduce(const void* sendbuf, void* recvbuf, size_t count,
+                                                    bagua_datatype_t dtype, bagua_redop_t op,
+                                                    const bagua_compression_t* cfg, bagua_qstate_t state,
+                                                    bagua_comm_t comm, bagua_request_t* req);
+
+/* Gossip (decentralized) averaging over a topology: x_i <- w_ii x_i + sum_j w_ji x_j over in-neighbours j. */
+typedef enum {
+  BAGUA_TOPO_RING = 0,                 /* both neighbours, weights 1/3 (n = 2: 1/2; n = 1: identity) */
+  BAGUA_TOPO_EXPONENTIAL = 1,          /* i -> i + 2^k mod n for 2^k < n, weights 1/(1 + degree) */
+  BAGUA_TOPO_ONE_PEER_EXPONENTIAL = 2, /* step s: i -> i + 2^(s mod ceil(log2 n)) mod n, weights 1/2 */
+  BAGUA_TOPO_SHIFT_ONE = 3,            /* BAGUA's pairing for even n, weights 1/2 */
+  BAGUA_TOPO_FULL = 4                  /* everyone, weights 1/n */
+} bagua_topology_kind_t;
+
+typedef struct bagua_topology* bagua_topology_t;
+/* Local (not collective): every rank computes the same graph. */
+BAGUA_API bagua_status_t bagua_topology_create(bagua_comm_t comm, bagua_topology_kind_t kind, bagua_topology_t* topo);
+/* A static weighted graph: edge e sends src[e]'s vector to dst[e] with weight weights[e]; a rank's own weight is
+ * 1 minus its in-weights. metropolis_hastings = 1 ignores weights (may be NULL), requires a symmetric edge list,
+ * and uses w_ij = 1 / (1 + max(deg i, deg j)). Every rank must pass the same list. */
+BAGUA_API bagua_status_t bagua_topology_create_from_edges(bagua_comm_t comm, int nedges, const int* src,
+                                                          const int* dst, const double* weights,
+                                                          int metropolis_hastings, bagua_topology_t* topo);
+/* Collective: checks that every rank holds the same topology (steps 0 .. its period - 1). */
+BAGUA_API bagua_status_t bagua_topology_check(bagua_topology_t topo);
+BAGUA_API bagua_status_t bagua_topology_destroy(bagua_topology_t topo);
+
+/* dtype: FLOAT32 or FLOAT64 (fp32 sums for fp32, fp64 for fp64); the sum runs self first, then in-neighbours by
+ * ascending rank. In place when sendbuf == recvbuf. On a communicator whose hosts hold several ranks each,
+ * a topology created with BAGUA_TOPO_* may be made hierarchical by bagua_topology_set_hierarchical. */
+BAGUA_API bagua_status_t bagua_neighbor_allreduce(const void* sendbuf, void* recvbuf, size_t count,
+                                                  bagua_datatype_t dtype, bagua_topology_t topo, uint64_t step,
+                                                  bagua_comm_t comm, void* stream);
+BAGUA_API bagua_status_t bagua_ineighbor_allreduce(const void* sendbuf, void* recvbuf, size_t count,
+                                                   bagua_datatype_t dtype, bagua_topology_t topo, uint64_t step,
+                                                   bagua_comm_t comm, bagua_request_t* req);
+/* hierarchical = 1: average inside each host (full precision), gossip between hosts over the topology built on
+ * the host count, then broadcast inside each host. Requires every host to hold the same number of ranks. */
+BAGUA_API bagua_status_t bagua_topology_set_hierarchical(bagua_topology_t topo, int hierarchical);
+
+/* Low-precision decentralized SGD (BAGUA's ring algorithm): each rank keeps replicas of itself and of both
+ * ring neighbours and exchanges min-max compressed differences. x: count FLOAT32 weights. */
+typedef struct bagua_lpdec* bagua_lpdec_t;
+BAGUA_API bagua_status_t bagua_lpdec_create(bagua_comm_t comm, size_t count, const bagua_compression_t* cfg,
+                                            const float* initial, bagua_lpdec_t* lpdec);
+/* Collective: x <- replica average, compressed exchange of the change; x is the caller's updated weights. */
+BAGUA_API bagua_status_t bagua_lpdec_step(bagua_lpdec_t lpdec, float* x);
+/* which: -1 the left neighbour's replica, 0 this rank's own, +1 the right neighbour's. */
+BAGUA_API bagua_status_t bagua_lpdec_replica(bagua_lpdec_t lpdec, int which, float* out, size_t count);
+BAGUA_API bagua_status_t bagua_lpdec_destroy(bagua_lpdec_t lpdec);
+
+/* Asynchronous model averaging: a background thread repeatedly sets x += avg(snapshot) - snapshot over its own
+ * communicator (split from comm, so the caller's collectives are unaffected). Collective start and stop. */
+typedef struct bagua_async_average* bagua_async_average_t;
+BAGUA_API bagua_status_t bagua_async_average_start(bagua_comm_t comm, void* buf, size_t count, bagua_datatype_t dtype,
+                                                   int interval_ms, bagua_async_average_t* handle);
+/* Guard the caller's updates of buf against the background thread's. */
+BAGUA_API bagua_status_t bagua_async_average_lock(bagua_async_average_t handle);
+BAGUA_API bagua_status_t bagua_async_average_unlock(bagua_async_average_t handle);
+BAGUA_API bagua_status_t bagua_async_average_stats(bagua_async_average_t handle, uint64_t* rounds);
+/* Ends averaging on all ranks by agreement (ranks may call it at different times) and frees the handle. */
+BAGUA_API bagua_status_t bagua_async_average_stop(bagua_async_average_t handle);
 
 #ifdef __cplusplus
 }

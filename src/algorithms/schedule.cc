@@ -35,6 +35,9 @@ void ScheduleOp::run_steps(const std::vector<LocalStep>& steps) {
       case LocalStep::Kind::kDivide:
         divide_by(step.dst, step.count, ctx.dtype, ctx.nranks);
         break;
+      case LocalStep::Kind::kCall:
+        step.call();
+        break;
     }
   }
 }

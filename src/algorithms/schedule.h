@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -29,11 +30,12 @@ struct RecvSpec {
 };
 
 struct LocalStep {
-  enum class Kind { kCopy, kReduce, kDivide } kind;
+  enum class Kind { kCopy, kReduce, kDivide, kCall } kind;
   void* dst;
   const void* a;  // kCopy: source. kReduce: dst = a op b (a, b may alias dst)
   const void* b;
   size_t count;   // elements (kReduce, kDivide) or bytes (kCopy)
+  std::function<void()> call = {};  // kCall: compression, decompression and other algorithm-specific work
 };
 
 inline LocalStep copy_step(void* dst, const void* src, size_t bytes) {
@@ -41,6 +43,9 @@ inline LocalStep copy_step(void* dst, const void* src, size_t bytes) {
 }
 inline LocalStep reduce_step(void* dst, const void* a, const void* b, size_t count) {
   return {LocalStep::Kind::kReduce, dst, a, b, count};
+}
+inline LocalStep call_step(std::function<void()> fn) {
+  return {LocalStep::Kind::kCall, nullptr, nullptr, nullptr, 0, std::move(fn)};
 }
 inline LocalStep divide_step(void* dst, size_t count) { return {LocalStep::Kind::kDivide, dst, nullptr, nullptr, count}; }
 
@@ -87,6 +92,8 @@ class Schedule {
   bool empty() const { return rounds_.empty(); }
   // Scratch memory owned by the schedule (uninitialized).
   uint8_t* scratch(size_t bytes);
+  // Keeps an object alive as long as the schedule (state the local steps use; a release on destruction).
+  void hold(std::shared_ptr<void> object) { held_.push_back(std::move(object)); }
   const ScheduleContext& context() const { return ctx_; }
   std::vector<Round>& rounds() { return rounds_; }
   // Local steps that run before the first round (e.g. out-of-place copies).
@@ -102,6 +109,7 @@ class Schedule {
   std::vector<Round> rounds_;
   std::vector<LocalStep> prologue_;
   std::vector<std::unique_ptr<uint8_t[]>> scratch_;
+  std::vector<std::shared_ptr<void>> held_;
 };
 
 class ScheduleOp : public Operation {

@@ -20,6 +20,9 @@ enum class TagKind : uint64_t {
   kGather = 9,
   kScatter = 10,
   kBarrier = 11,
+  kQuantized = 12,
+  kNeighbor = 13,
+  kLowPrecisionDecentralized = 14,
 };
 
 constexpr int kTagSourceBits = 20;

@@ -10,14 +10,10 @@
 #include "algorithms/p2p.h"
 #include "algorithms/tags.h"
 #include "api/api_guard.h"
+#include "api/op_helpers.h"
 #include "core/backoff.h"
 #include "kernels/dtype.h"
 #include "kernels/memory_type.h"
-
-struct bagua_request {
-  bagua_comm* comm = nullptr;
-  std::unique_ptr<bagua::Operation> op;
-};
 
 namespace bagua {
 
@@ -29,7 +25,9 @@ struct GroupState {
 };
 thread_local GroupState t_group;
 
-size_t checked_bytes(size_t count, bagua_datatype_t dtype, const char* what, size_t multiplier = 1) {
+}  // namespace
+
+size_t checked_bytes(size_t count, bagua_datatype_t dtype, const char* what, size_t multiplier) {
   if (!valid_datatype(dtype)) fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
   size_t size = datatype_size(dtype);
   if (multiplier == 0 || count > static_cast<size_t>(PTRDIFF_MAX) / size / multiplier)
@@ -59,6 +57,8 @@ bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   auto y = reinterpret_cast<uintptr_t>(b);
   return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
 }
+
+namespace {
 
 // In place exactly when `send` == `in_place_at`; any other overlap is an error.
 void check_in_place(const void* send, size_t send_bytes, const void* recv, size_t recv_bytes, const void* in_place_at) {
@@ -218,6 +218,8 @@ std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_
       buf, bytes, peer, tag, fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer));
 }
 
+}  // namespace
+
 // Blocking form: post, then wait (inside a group: post now, wait in bagua_group_end).
 void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
   Comm& comm = *handle->impl;
@@ -245,6 +247,8 @@ void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_reque
   handle->impl->start(*request->op);
   *req = request.release();
 }
+
+namespace {
 
 CollectiveArgs args_of(Collective c, const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                        bagua_redop_t op = BAGUA_SUM, int root = 0) {

@@ -373,6 +373,7 @@ bagua_stats_t Comm::stats() const {
     out.ops[k] = ops_completed_[k];
     out.bytes_sent_by_op[k] = bytes_by_op_[k];
   }
+  out.compute_ns = compute_ns_.load(std::memory_order_relaxed);
   return out;
 }
 

@@ -73,6 +73,8 @@ class Comm {
   // Poisoning status after a non-blocking check of the neighbours (bagua_comm_get_async_error).
   bagua_status_t async_error();
   bagua_stats_t stats() const;
+  // Time spent in compression kernels, for bagua_stats_t.compute_ns (any thread).
+  void add_compute_ns(uint64_t ns) { compute_ns_.fetch_add(ns, std::memory_order_relaxed); }
   const AlgorithmSelector& selector() const { return selector_; }
   void check_usable() const;
   bool poisoned() const { return poison_status_.load() != BAGUA_SUCCESS; }
@@ -127,6 +129,7 @@ class Comm {
   void retire(Operation& op);  // counts a finished operation in the stats, then unwatch()
   void unwatch(Operation& op);
 
+  std::atomic<uint64_t> compute_ns_{0};
   std::atomic<bool> abort_requested_{false};
   std::atomic<bagua_status_t> poison_status_{BAGUA_SUCCESS};
   mutable std::mutex mutex_;  // guards the strings below

@@ -1,0 +1,122 @@
+#include "algorithms/quantized/codec.h"
+
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/reduce.h"
+
+namespace bagua {
+
+Codec Codec::from_config(const bagua_compression_t* cfg) {
+  if (cfg == nullptr) fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg is NULL (start from BAGUA_COMPRESSION_INITIALIZER)");
+  if (cfg->magic != BAGUA_COMPRESSION_MAGIC)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->magic is {:#x}, not BAGUA_COMPRESSION_MAGIC: start from BAGUA_COMPRESSION_INITIALIZER",
+         cfg->magic);
+  if (cfg->size < sizeof(bagua_compression_t))
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->size {} is smaller than the first version of bagua_compression_t ({} bytes)",
+         cfg->size, sizeof(bagua_compression_t));
+  Codec c;
+  switch (cfg->kind) {
+    case BAGUA_COMPRESS_MINMAX:
+    case BAGUA_COMPRESS_SIGN:
+    case BAGUA_COMPRESS_FP16:
+    case BAGUA_COMPRESS_BF16: c.kind_ = static_cast<bagua_compress_kind_t>(cfg->kind); break;
+    default: fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->kind {} is not a bagua_compress_kind_t", cfg->kind);
+  }
+  c.format_.bits = c.kind_ == BAGUA_COMPRESS_MINMAX ? cfg->bits : 8;
+  c.format_.chunk = cfg->chunk;
+  validate(c.format_);  // bits and chunk, with the reason in the message
+  if (cfg->stochastic != 0 && cfg->stochastic != 1) fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->stochastic must be 0 or 1");
+  if (cfg->stochastic && c.kind_ != BAGUA_COMPRESS_MINMAX)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "stochastic rounding is only defined for BAGUA_COMPRESS_MINMAX");
+  if (cfg->error_feedback != 0 && cfg->error_feedback != 1)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->error_feedback must be 0 or 1");
+  if (cfg->hierarchical < BAGUA_HIERARCHICAL_AUTO || cfg->hierarchical > BAGUA_HIERARCHICAL_OFF)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->hierarchical {} is not a bagua_hierarchical_t", cfg->hierarchical);
+  c.stochastic_ = cfg->stochastic == 1;
+  c.seed_ = cfg->seed;
+  c.error_feedback_ = cfg->error_feedback == 1;
+  c.hierarchical_ = static_cast<bagua_hierarchical_t>(cfg->hierarchical);
+  return c;
+}
+
+std::string Codec::describe() const {
+  switch (kind_) {
+    case BAGUA_COMPRESS_MINMAX: return fmt::format("minmax{}{}", format_.bits, stochastic_ ? "-stochastic" : "");
+    case BAGUA_COMPRESS_SIGN: return "sign";
+    case BAGUA_COMPRESS_FP16: return "fp16";
+    case BAGUA_COMPRESS_BF16: return "bf16";
+  }
+  return "?";
+}
+
+size_t Codec::compressed_bytes(size_t count) const {
+  switch (kind_) {
+    case BAGUA_COMPRESS_MINMAX: return minmax_compressed_bytes(count, format_);
+    case BAGUA_COMPRESS_SIGN: return sign_compressed_bytes(count, format_.chunk);
+    case BAGUA_COMPRESS_FP16:
+    case BAGUA_COMPRESS_BF16: return 2 * count;
+  }
+  return 0;
+}
+
+void Codec::compress(const float* x, size_t count, float* error, const RoundingKey& key, uint8_t* out) const {
+  if (count == 0) return;
+  switch (kind_) {
+    case BAGUA_COMPRESS_MINMAX:
+      if (error) minmax_compress_ef(x, BAGUA_FLOAT32, count, error, format_, key, out);
+      else minmax_compress(x, BAGUA_FLOAT32, count, format_, key, out);
+      return;
+    case BAGUA_COMPRESS_SIGN: sign_compress(x, count, format_.chunk, error, out); return;
+    case BAGUA_COMPRESS_FP16:
+    case BAGUA_COMPRESS_BF16: {
+      bagua_datatype_t wire = kind_ == BAGUA_COMPRESS_FP16 ? BAGUA_FLOAT16 : BAGUA_BFLOAT16;
+      if (error == nullptr) {
+        cast_from_float(x, count, out, wire);
+        return;
+      }
+      std::vector<float> t(x, x + count), back(count);
+      for (size_t i = 0; i < count; ++i) t[i] += error[i];
+      cast_from_float(t.data(), count, out, wire);
+      cast_to_float(out, wire, count, back.data());
+      for (size_t i = 0; i < count; ++i) error[i] = t[i] - back[i];
+      return;
+    }
+  }
+}
+
+void Codec::decompress(const uint8_t* in, size_t count, float* out) const {
+  if (count == 0) return;
+  switch (kind_) {
+    case BAGUA_COMPRESS_MINMAX: minmax_decompress(in, count, format_, out, BAGUA_FLOAT32); return;
+    case BAGUA_COMPRESS_SIGN: sign_decompress(in, count, format_.chunk, out); return;
+    case BAGUA_COMPRESS_FP16: cast_to_float(in, BAGUA_FLOAT16, count, out); return;
+    case BAGUA_COMPRESS_BF16: cast_to_float(in, BAGUA_BFLOAT16, count, out); return;
+  }
+}
+
+void Codec::decompress_accumulate(const uint8_t* in, size_t count, float* acc) const {
+  if (count == 0) return;
+  if (kind_ == BAGUA_COMPRESS_MINMAX) {
+    minmax_decompress_accumulate(in, count, format_, acc);
+    return;
+  }
+  std::vector<float> values(count);
+  decompress(in, count, values.data());
+  reduce_from(acc, acc, values.data(), count, BAGUA_FLOAT32, BAGUA_SUM);
+}
+
+void Codec::reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count,
+                              float* owner_error, const RoundingKey& key, float* acc, uint8_t* out) const {
+  if (count == 0) return;
+  if (kind_ == BAGUA_COMPRESS_MINMAX) {  // fused, chunk by chunk (same bits as the loop below)
+    minmax_reduce_recompress(inputs, ninputs, own, count, format_, key, owner_error, out, acc);
+    return;
+  }
+  std::memcpy(acc, own, count * sizeof(float));
+  for (int i = 0; i < ninputs; ++i) decompress_accumulate(inputs[i], count, acc);
+  compress(acc, count, owner_error, key, out);
+}
+
+}  // namespace bagua

@@ -1,0 +1,288 @@
+#include "algorithms/quantized/quantized_allreduce.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "algorithms/patterns/ring.h"
+#include "algorithms/schedule.h"
+#include "core/error.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/dtype.h"
+
+namespace bagua {
+
+QuantizedGroup QuantizedGroup::of(const Comm& comm, bagua_hierarchical_t mode) {
+  QuantizedGroup g;
+  bool shared_host = false;
+  for (const auto& host : comm.hosts()) shared_host = shared_host || host.size() > 1;
+  g.hierarchical = mode == BAGUA_HIERARCHICAL_ON || (mode == BAGUA_HIERARCHICAL_AUTO && comm.nhosts() > 1 && shared_host);
+  if (!g.hierarchical) {
+    for (int r = 0; r < comm.size(); ++r) g.members.push_back(r);
+    g.index = g.leader = comm.rank();
+    return g;
+  }
+  for (const auto& host : comm.hosts()) g.members.push_back(host.front());
+  std::sort(g.members.begin(), g.members.end());
+  const auto& mine = comm.hosts()[comm.host_of(comm.rank())];
+  g.leader = mine.front();
+  if (g.leader == comm.rank()) {
+    g.index = static_cast<int>(std::find(g.members.begin(), g.members.end(), g.leader) - g.members.begin());
+    g.local_peers.assign(mine.begin() + 1, mine.end());
+  }
+  return g;
+}
+
+size_t QuantizedGroup::block_offset(size_t count, int b) const {
+  return ring::chunk_begin(count, static_cast<int>(members.size()), b);
+}
+size_t QuantizedGroup::block_count(size_t count, int b) const {
+  return ring::chunk_size(count, static_cast<int>(members.size()), b);
+}
+
+QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec)
+    : comm_(&comm), count_(count), dtype_(dtype), codec_(codec), group_(QuantizedGroup::of(comm, codec.hierarchical())) {
+  if (codec.error_feedback() && group_.index >= 0 && group_.members.size() > 1) {
+    worker_error_.assign(count, 0.0f);
+    owner_error_.assign(group_.block_count(count, group_.index), 0.0f);
+  }
+}
+
+void QuantizedState::check_matches(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec) const {
+  if (&comm != comm_) fail(BAGUA_ERR_INVALID_ARGUMENT, "state was created for another communicator");
+  if (count != count_ || dtype != dtype_)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "state was created for {} x {}, not {} x {}", count_, datatype_name(dtype_), count,
+         datatype_name(dtype));
+  if (codec.describe() != codec_.describe() || codec.chunk() != codec_.chunk() ||
+      codec.error_feedback() != codec_.error_feedback() || codec.hierarchical() != codec_.hierarchical())
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg differs from the one the state was created with");
+  if (busy) fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
+}
+
+void QuantizedState::residual(float* out) const {
+  std::fill(out, out + count_, 0.0f);
+  if (worker_error_.empty()) return;
+  std::memcpy(out, worker_error_.data(), count_ * sizeof(float));
+  size_t offset = group_.block_offset(count_, group_.index);
+  for (size_t i = 0; i < owner_error_.size(); ++i) out[offset + i] += owner_error_[i];
+}
+
+namespace {
+
+size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Carves one scratch allocation into pieces (sizes first, then addresses).
+class ScratchPlan {
+ public:
+  size_t add(size_t bytes) {
+    size_t at = total_;
+    total_ += aligned(bytes);
+    return at;
+  }
+  size_t total() const { return total_; }
+
+ private:
+  size_t total_ = 0;
+};
+
+}  // namespace
+
+namespace {
+
+// The local work of one call: what the schedule's steps run between its rounds.
+struct QuantizedWork {
+  Codec codec;
+  QuantizedGroup group;
+  Comm* comm;
+  const void* sendbuf;
+  void* recvbuf;
+  size_t count;
+  bagua_datatype_t dtype;
+  bool avg;
+  uint64_t step;
+  float* worker_error;
+  float* owner_error;
+  // scratch pieces
+  float* x;               // fp32 input (sendbuf itself for fp32 when no host sum)
+  bool own_x;             // x is scratch
+  uint8_t* local_in;      // hierarchical leader: its host's inputs, in local_peers order
+  std::vector<uint8_t*> block;  // [j]: my compressed copy of block j, later owner j's result
+  std::vector<uint8_t*> in;     // [j]: rank j's compressed copy of my block
+  uint8_t* mine;          // my reduced block, compressed
+  float* acc;             // my reduced block, fp32
+
+  int m() const { return static_cast<int>(group.members.size()); }
+  size_t offset(int j) const { return group.block_offset(count, j); }
+  size_t length(int j) const { return group.block_count(count, j); }
+  RoundingKey key(size_t index_base) const {
+    return RoundingKey{codec.stochastic(), codec.seed(), step, static_cast<uint32_t>(comm->rank()), index_base};
+  }
+
+  void prepare() {
+    if (!own_x) return;
+    if (dtype == BAGUA_FLOAT32) std::memcpy(x, sendbuf, count * sizeof(float));
+    else cast_to_float(sendbuf, dtype, count, x);
+    const size_t elem = datatype_size(dtype);
+    std::vector<float> peer(dtype == BAGUA_FLOAT32 ? 0 : count);
+    for (size_t k = 0; k < group.local_peers.size(); ++k) {  // own input first, then the host's by ascending rank
+      const uint8_t* src = local_in + k * count * elem;
+      const float* values = reinterpret_cast<const float*>(src);
+      if (dtype != BAGUA_FLOAT32) {
+        cast_to_float(src, dtype, count, peer.data());
+        values = peer.data();
+      }
+      reduce_from(x, x, values, count, BAGUA_FLOAT32, BAGUA_SUM);
+    }
+  }
+  void compress_for_owners() {
+    for (int j = 0; j < m(); ++j) {
+      if (j == group.index || length(j) == 0) continue;
+      size_t off = offset(j);
+      codec.compress(x + off, length(j), worker_error ? worker_error + off : nullptr, key(off), block[j]);
+    }
+  }
+  void owner_step() {
+    std::vector<const uint8_t*> inputs;
+    for (int j = 0; j < m(); ++j)
+      if (j != group.index) inputs.push_back(in[j]);
+    size_t off = offset(group.index);
+    codec.reduce_recompress(inputs.data(), static_cast<int>(inputs.size()), x + off, length(group.index),
+                            owner_error, key(off), acc, mine);
+  }
+  // Everyone decompresses the same bytes (the owner its own `mine` too): bit-identical outputs.
+  void finish() {
+    const bool f32 = dtype == BAGUA_FLOAT32;
+    float* out = f32 ? static_cast<float*>(recvbuf) : x;
+    if (m() == 1) {
+      if (out != x) std::memmove(out, x, count * sizeof(float));
+    } else {
+      for (int j = 0; j < m(); ++j) codec.decompress(j == group.index ? mine : block[j], length(j), out + offset(j));
+    }
+    if (avg) divide_by(out, count, BAGUA_FLOAT32, comm->size());
+    if (!f32) cast_from_float(x, count, recvbuf, dtype);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const QuantizedArgs& a, const Codec& codec,
+                                                     QuantizedState* state) {
+  auto w = std::make_shared<QuantizedWork>();
+  w->codec = codec;
+  w->group = state ? state->group() : QuantizedGroup::of(comm, codec.hierarchical());
+  w->comm = &comm;
+  w->sendbuf = a.sendbuf;
+  w->recvbuf = a.recvbuf;
+  w->count = a.count;
+  w->dtype = a.dtype;
+  w->avg = a.op == BAGUA_AVG;
+  const QuantizedGroup& grp = w->group;
+  ScheduleContext ctx{comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(), TagKind::kQuantized,
+                      a.dtype, a.op, 0, 0, {}, {}};
+  w->step = state ? state->next_step() : ctx.sequence;
+  w->worker_error = state ? state->worker_error() : nullptr;
+  w->owner_error = state ? state->owner_error() : nullptr;
+  auto s = std::make_unique<Schedule>(ctx);
+  std::string description = fmt::format("quantized_allreduce #{} ({} x {}, {}{})", ctx.sequence, a.count,
+                                        datatype_name(a.dtype), codec.describe(), grp.hierarchical ? ", hierarchical" : "");
+  if (a.count == 0) return std::make_unique<ScheduleOp>(BAGUA_OPKIND_QUANTIZED_ALLREDUCE, description, std::move(s));
+
+  const size_t count = a.count, elem = datatype_size(a.dtype);
+  const int m = w->m(), g = grp.index;
+  const bool member = g >= 0;
+  const int nlocal = static_cast<int>(grp.local_peers.size());
+  w->own_x = member && (a.dtype != BAGUA_FLOAT32 || nlocal > 0);
+
+  // One scratch area: x, the host's inputs, compressed blocks out and in, my reduced block.
+  ScratchPlan plan;
+  size_t x_at = plan.add(w->own_x ? count * sizeof(float) : 0);
+  size_t local_at = plan.add(static_cast<size_t>(nlocal) * count * elem);
+  std::vector<size_t> block_at(m), in_at(m);
+  size_t mine_at = 0, acc_at = 0;
+  const size_t own_count = member ? w->length(g) : 0;
+  if (member && m > 1) {
+    for (int j = 0; j < m; ++j) {
+      if (j == g) continue;
+      block_at[j] = plan.add(codec.compressed_bytes(w->length(j)));
+      in_at[j] = plan.add(codec.compressed_bytes(own_count));
+    }
+    mine_at = plan.add(codec.compressed_bytes(own_count));
+    acc_at = plan.add(own_count * sizeof(float));
+  }
+  uint8_t* base;
+  if (state) {
+    if (state->scratch().size() < plan.total()) state->scratch().resize(plan.total());
+    base = state->scratch().data();
+    state->busy = true;
+    s->hold(std::shared_ptr<void>(nullptr, [state](void*) { state->busy = false; }));
+  } else {
+    base = s->scratch(plan.total());
+  }
+  w->x = w->own_x ? reinterpret_cast<float*>(base + x_at) : const_cast<float*>(static_cast<const float*>(a.sendbuf));
+  w->local_in = base + local_at;
+  w->block.resize(m);
+  w->in.resize(m);
+  for (int j = 0; j < m; ++j) {
+    w->block[j] = base + block_at[j];
+    w->in[j] = base + in_at[j];
+  }
+  w->mine = base + mine_at;
+  w->acc = reinterpret_cast<float*>(base + acc_at);
+  s->hold(w);
+
+  QuantizedWork* work = w.get();
+  auto timed = [work](void (QuantizedWork::*method)()) {
+    return call_step([work, method] {
+      auto t0 = std::chrono::steady_clock::now();
+      (work->*method)();
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+      work->comm->add_compute_ns(static_cast<uint64_t>(ns));
+    });
+  };
+
+  // Every rank emits the same rounds (some empty) so that round numbers, hence tags, agree.
+  if (grp.hierarchical) {  // the host's inputs to its leader, at full precision
+    Round& gather = s->round();
+    if (member) {
+      for (int k = 0; k < nlocal; ++k)
+        gather.recvs.push_back({grp.local_peers[k], w->local_in + static_cast<size_t>(k) * count * elem, count * elem});
+    } else {
+      gather.sends.push_back({grp.leader, a.sendbuf, count * elem});
+    }
+  }
+  if (member) {
+    s->then(timed(&QuantizedWork::prepare));
+    s->then(timed(&QuantizedWork::compress_for_owners));
+  }
+  Round& scatter = s->round();  // alltoall: my compressed copy of block j to its owner
+  if (member && m > 1) {
+    for (int j = 0; j < m; ++j) {
+      if (j == g) continue;
+      if (own_count > 0) scatter.recvs.push_back({grp.members[j], w->in[j], codec.compressed_bytes(own_count)});
+      if (w->length(j) > 0)
+        scatter.sends.push_back({grp.members[j], w->block[j], codec.compressed_bytes(w->length(j))});
+    }
+    scatter.after.push_back(timed(&QuantizedWork::owner_step));
+  }
+  Round& gather_results = s->round();  // allgather: each owner's compressed result to all
+  if (member && m > 1) {
+    for (int j = 0; j < m; ++j) {
+      if (j == g) continue;
+      if (w->length(j) > 0)
+        gather_results.recvs.push_back({grp.members[j], w->block[j], codec.compressed_bytes(w->length(j))});
+      if (own_count > 0) gather_results.sends.push_back({grp.members[j], w->mine, codec.compressed_bytes(own_count)});
+    }
+  }
+  if (member) gather_results.after.push_back(timed(&QuantizedWork::finish));
+  if (grp.hierarchical) {  // the result to the host's other ranks
+    Round& spread = s->round();
+    if (member) {
+      for (int peer : grp.local_peers) spread.sends.push_back({peer, a.recvbuf, count * elem});
+    } else {
+      spread.recvs.push_back({grp.leader, a.recvbuf, count * elem});
+    }
+  }
+  return std::make_unique<ScheduleOp>(BAGUA_OPKIND_QUANTIZED_ALLREDUCE, std::move(description), std::move(s));
+}
+
+}  // namespace bagua

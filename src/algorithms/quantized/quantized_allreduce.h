@@ -1,0 +1,72 @@
+// Quantized allreduce (docs/relaxations.md): scatter-reduce-allgather in which every block that crosses the
+// wire is compressed. Rank g of the exchange group owns block g: the others send it their compressed copy of
+// block g (an alltoall), the owner adds them to its own full-precision block in fp32, recompresses the sum
+// and sends it to all (an allgather); everyone, the owner included, decompresses the same bytes, so outputs
+// are bit-identical. Hierarchical form: the group is one leader per host; the leader first sums its host's
+// inputs at full precision and finally sends the result to them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "algorithms/operation.h"
+#include "algorithms/quantized/codec.h"
+#include "core/comm.h"
+
+namespace bagua {
+
+// Who exchanges compressed blocks, and this rank's part in it. A pure function of (comm, hierarchical).
+struct QuantizedGroup {
+  bool hierarchical = false;
+  std::vector<int> members;     // ranks exchanging compressed blocks, ascending
+  int index = -1;               // this rank's position in members, -1 if it only talks to its leader
+  int leader = 0;               // this rank's host leader (itself when not hierarchical)
+  std::vector<int> local_peers; // leader only: the other ranks of its host, ascending
+
+  static QuantizedGroup of(const Comm& comm, bagua_hierarchical_t mode);
+  size_t block_offset(size_t count, int b) const;
+  size_t block_count(size_t count, int b) const;
+};
+
+// Error-feedback buffers, scratch and step counter of one tensor (bagua_qstate_t).
+class QuantizedState {
+ public:
+  QuantizedState(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec);
+  // Throws INVALID_ARGUMENT unless the call matches what the state was created for.
+  void check_matches(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec) const;
+  void residual(float* out) const;
+  size_t count() const { return count_; }
+
+  const QuantizedGroup& group() const { return group_; }
+  float* worker_error() { return worker_error_.empty() ? nullptr : worker_error_.data(); }
+  float* owner_error() { return owner_error_.empty() ? nullptr : owner_error_.data(); }
+  uint64_t next_step() { return step_++; }
+  std::vector<uint8_t>& scratch() { return scratch_; }
+  bool busy = false;  // an operation using this state is in flight
+
+ private:
+  const Comm* comm_;
+  size_t count_;
+  bagua_datatype_t dtype_;
+  Codec codec_;
+  QuantizedGroup group_;
+  std::vector<float> worker_error_;  // count floats; this rank's own block stays zero
+  std::vector<float> owner_error_;   // this rank's block
+  std::vector<uint8_t> scratch_;
+  uint64_t step_ = 0;
+};
+
+struct QuantizedArgs {
+  const void* sendbuf;
+  void* recvbuf;
+  size_t count;
+  bagua_datatype_t dtype;
+  bagua_redop_t op;  // SUM or AVG
+};
+
+// Builds the operation (arguments already validated). state may be NULL (no error feedback).
+std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const QuantizedArgs& args, const Codec& codec,
+                                                     QuantizedState* state);
+
+}  // namespace bagua

@@ -1,0 +1,108 @@
+// extern "C" entry points of the quantized allreduce and its state.
+#include <memory>
+
+#include "algorithms/quantized/codec.h"
+#include "algorithms/quantized/quantized_allreduce.h"
+#include "api/api_guard.h"
+#include "api/op_helpers.h"
+#include "kernels/dtype.h"
+
+struct bagua_qstate {
+  bagua_comm* comm = nullptr;
+  std::unique_ptr<bagua::QuantizedState> impl;
+};
+
+namespace bagua {
+namespace {
+
+void check_float_dtype(bagua_datatype_t dtype) {
+  if (!valid_datatype(dtype)) fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
+  if (dtype != BAGUA_FLOAT32 && dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "quantized allreduce takes FLOAT32, FLOAT16 or BFLOAT16, not {}", datatype_name(dtype));
+}
+
+std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbuf, void* recvbuf, size_t count,
+                                          bagua_datatype_t dtype, bagua_redop_t op, const bagua_compression_t* cfg,
+                                          bagua_qstate* state) {
+  Comm& comm = require_comm(handle);
+  Codec codec = Codec::from_config(cfg);
+  check_float_dtype(dtype);
+  if (op != BAGUA_SUM && op != BAGUA_AVG) {
+    check_redop(op);
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "quantized allreduce takes BAGUA_SUM or BAGUA_AVG");
+  }
+  size_t bytes = checked_bytes(count, dtype, "count");
+  check_buffer(sendbuf, bytes, "sendbuf");
+  check_buffer(recvbuf, bytes, "recvbuf");
+  if (sendbuf != recvbuf && overlap(sendbuf, bytes, recvbuf, bytes))
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "sendbuf and recvbuf overlap but are not equal (in place)");
+  if (state == nullptr && codec.error_feedback())
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "error feedback needs a state from bagua_qstate_create");
+  if (state != nullptr) {
+    if (state->comm != handle) fail(BAGUA_ERR_INVALID_ARGUMENT, "state was created for another communicator");
+    state->impl->check_matches(comm, count, dtype, codec);
+  }
+  comm.check_usable();
+  return build_quantized_allreduce(comm, QuantizedArgs{sendbuf, recvbuf, count, dtype, op}, codec,
+                                   state ? state->impl.get() : nullptr);
+}
+
+}  // namespace
+}  // namespace bagua
+
+using namespace bagua;
+
+extern "C" {
+
+bagua_status_t bagua_qstate_create(bagua_comm_t comm, size_t count, bagua_datatype_t dtype,
+                                   const bagua_compression_t* cfg, bagua_qstate_t* state) {
+  return guarded(comm, "bagua_qstate_create", [&] {
+    Comm& c = require_comm(comm);
+    require_pointer(state, "state");
+    Codec codec = Codec::from_config(cfg);
+    check_float_dtype(dtype);
+    checked_bytes(count, dtype, "count");
+    auto made = std::make_unique<bagua_qstate>();
+    made->comm = comm;
+    made->impl = std::make_unique<QuantizedState>(c, count, dtype, codec);
+    *state = made.release();
+  });
+}
+
+bagua_status_t bagua_qstate_destroy(bagua_qstate_t state) {
+  return guarded(nullptr, "bagua_qstate_destroy", [&] {
+    require_pointer(state, "state");
+    if (state->impl->busy) fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
+    delete state;
+  });
+}
+
+bagua_status_t bagua_qstate_residual(bagua_qstate_t state, float* residual, size_t count) {
+  return guarded(nullptr, "bagua_qstate_residual", [&] {
+    require_pointer(state, "state");
+    require_pointer(residual, "residual");
+    if (count != state->impl->count())
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "count {} differs from the state's {}", count, state->impl->count());
+    state->impl->residual(residual);
+  });
+}
+
+bagua_status_t bagua_quantized_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                                         bagua_redop_t op, const bagua_compression_t* cfg, bagua_qstate_t state,
+                                         bagua_comm_t comm, void*) {
+  return guarded(comm, "bagua_quantized_allreduce", [&] {
+    run_blocking(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state));
+  });
+}
+
+bagua_status_t bagua_iquantized_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                                          bagua_redop_t op, const bagua_compression_t* cfg, bagua_qstate_t state,
+                                          bagua_comm_t comm, bagua_request_t* req) {
+  return guarded(comm, "bagua_iquantized_allreduce", [&] {
+    require_comm(comm);
+    require_pointer(req, "req");
+    post_request(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state), req);
+  });
+}
+
+}  // extern "C"
