@@ -59,6 +59,8 @@ void bagua_u8_decompress(const uint8_t* in, size_t count, float* x);
 size_t sign_compressed_bytes(size_t count, size_t chunk);
 void sign_compress(const float* x, size_t count, size_t chunk, float* error, uint8_t* out);
 void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x);
+// acc[i] += deq(in)[i]
+void sign_decompress_accumulate(const uint8_t* in, size_t count, size_t chunk, float* acc);
 
 // fp32 <-> fp16/bf16, round to nearest even (kernels/half.h rules).
 void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t dtype);

@@ -266,6 +266,12 @@ TEST_CASE("sign compression: scale is the chunk RMS, sign(0) = +1, error feedbac
     }
   }
   for (size_t i = 0; i < n; ++i) REQUIRE(std::fabs(sent[i] + error[i] - inputs[i]) < 1e-3);
+  // decompress-accumulate adds exactly what decompress gives
+  std::vector<float> acc = random_vector(n, 1.0f, 99), expect = acc;
+  sign_decompress(q.data(), n, chunk, y.data());
+  for (size_t i = 0; i < n; ++i) expect[i] += y[i];
+  sign_decompress_accumulate(q.data(), n, chunk, acc.data());
+  CHECK(acc == expect);
 }
 
 TEST_CASE("casts round to nearest even and come back exactly", "[quantize]") {

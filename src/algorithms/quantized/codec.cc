@@ -102,6 +102,10 @@ void Codec::decompress_accumulate(const uint8_t* in, size_t count, float* acc) c
     minmax_decompress_accumulate(in, count, format_, acc);
     return;
   }
+  if (kind_ == BAGUA_COMPRESS_SIGN) {
+    sign_decompress_accumulate(in, count, format_.chunk, acc);
+    return;
+  }
   std::vector<float> values(count);
   decompress(in, count, values.data());
   reduce_from(acc, acc, values.data(), count, BAGUA_FLOAT32, BAGUA_SUM);

@@ -254,26 +254,26 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     s->then(timed(&QuantizedWork::prepare));
     s->then(timed(&QuantizedWork::compress_for_owners));
   }
-  Round& scatter = s->round();  // alltoall: my compressed copy of block j to its owner
-  if (member && m > 1) {
-    for (int j = 0; j < m; ++j) {
-      if (j == g) continue;
-      if (own_count > 0) scatter.recvs.push_back({grp.members[j], w->in[j], codec.compressed_bytes(own_count)});
-      if (w->length(j) > 0)
-        scatter.sends.push_back({grp.members[j], w->block[j], codec.compressed_bytes(w->length(j))});
-    }
-    scatter.after.push_back(timed(&QuantizedWork::owner_step));
+  // The alltoall and the allgather run as m - 1 pairwise steps (step k: send to g + k, receive from g - k), so
+  // that each link carries one flow at a time, as in a ring; every rank emits the same number of rounds.
+  const int steps = std::max(1, m - 1);
+  for (int k = 1; k <= steps; ++k) {  // alltoall: my compressed copy of block j to its owner j
+    Round& round = s->round();
+    if (!member || m == 1) continue;
+    int to = (g + k) % m, from = (g - k + m) % m;
+    if (own_count > 0) round.recvs.push_back({grp.members[from], w->in[from], codec.compressed_bytes(own_count)});
+    if (w->length(to) > 0) round.sends.push_back({grp.members[to], w->block[to], codec.compressed_bytes(w->length(to))});
   }
-  Round& gather_results = s->round();  // allgather: each owner's compressed result to all
-  if (member && m > 1) {
-    for (int j = 0; j < m; ++j) {
-      if (j == g) continue;
-      if (w->length(j) > 0)
-        gather_results.recvs.push_back({grp.members[j], w->block[j], codec.compressed_bytes(w->length(j))});
-      if (own_count > 0) gather_results.sends.push_back({grp.members[j], w->mine, codec.compressed_bytes(own_count)});
-    }
+  if (member && m > 1) s->then(timed(&QuantizedWork::owner_step));
+  for (int k = 1; k <= steps; ++k) {  // allgather: each owner's compressed result to all
+    Round& round = s->round();
+    if (!member || m == 1) continue;
+    int to = (g + k) % m, from = (g - k + m) % m;
+    if (w->length(from) > 0)
+      round.recvs.push_back({grp.members[from], w->block[from], codec.compressed_bytes(w->length(from))});
+    if (own_count > 0) round.sends.push_back({grp.members[to], w->mine, codec.compressed_bytes(own_count)});
   }
-  if (member) gather_results.after.push_back(timed(&QuantizedWork::finish));
+  if (member) s->then(timed(&QuantizedWork::finish));
   if (grp.hierarchical) {  // the result to the host's other ranks
     Round& spread = s->round();
     if (member) {

@@ -77,35 +77,64 @@ size_t sign_compressed_bytes(size_t count, size_t chunk) {
 }
 
 void sign_compress(const float* x, size_t count, size_t chunk, float* error, uint8_t* out) {
-  std::vector<float> t(chunk);
   for (size_t begin = 0; begin < count; begin += chunk) {
     size_t len = std::min(chunk, count - begin);
-    double sum_sq = 0;  // in double: the scale is the same on every implementation that sums in order
-    for (size_t i = 0; i < len; ++i) {
-      t[i] = x[begin + i] + (error ? error[begin + i] : 0.0f);
-      sum_sq += static_cast<double>(t[i]) * t[i];
+    const float* xc = x + begin;
+    float* ec = error ? error + begin : nullptr;
+    double sum_sq = 0;  // in double and in element order: the scale is the same on every implementation
+    if (ec) {
+      for (size_t i = 0; i < len; ++i) {
+        float t = xc[i] + ec[i];
+        sum_sq += static_cast<double>(t) * t;
+      }
+    } else {
+      for (size_t i = 0; i < len; ++i) sum_sq += static_cast<double>(xc[i]) * xc[i];
     }
     float scale = static_cast<float>(std::sqrt(sum_sq / static_cast<double>(len)));
     std::memcpy(out, &scale, 4);
-    size_t bytes = round_up((len + 7) / 8, 4);
-    std::memset(out + 4, 0, bytes);
-    for (size_t i = 0; i < len; ++i) {
-      bool positive = !(t[i] < 0.0f);  // sign(0) = +1; NaN counts as +1
-      if (positive) out[4 + i / 8] |= static_cast<uint8_t>(1u << (i % 8));
-      if (error) error[begin + i] = t[i] - (positive ? scale : -scale);
+    size_t used = (len + 7) / 8, bytes = round_up(used, 4);
+    for (size_t byte = 0; byte < used; ++byte) {  // eight elements per byte, LSB first
+      size_t base = byte * 8, n = std::min<size_t>(8, len - base);
+      unsigned bits = 0;
+      for (size_t k = 0; k < n; ++k) {
+        float t = xc[base + k] + (ec ? ec[base + k] : 0.0f);
+        bool positive = !(t < 0.0f);  // sign(0) = +1; NaN counts as +1
+        bits |= static_cast<unsigned>(positive) << k;
+        if (ec) ec[base + k] = t - (positive ? scale : -scale);
+      }
+      out[4 + byte] = static_cast<uint8_t>(bits);
     }
+    std::memset(out + 4 + used, 0, bytes - used);
     out += 4 + bytes;
   }
 }
 
-void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x) {
+namespace {
+template <bool kAccumulate>
+void sign_expand(const uint8_t* in, size_t count, size_t chunk, float* x) {
   for (size_t begin = 0; begin < count; begin += chunk) {
     size_t len = std::min(chunk, count - begin);
     float scale;
     std::memcpy(&scale, in, 4);
-    for (size_t i = 0; i < len; ++i) x[begin + i] = (in[4 + i / 8] >> (i % 8)) & 1u ? scale : -scale;
+    const float values[2] = {-scale, scale};
+    float* xc = x + begin;
+    for (size_t byte = 0; byte * 8 < len; ++byte) {
+      unsigned bits = in[4 + byte];
+      size_t base = byte * 8, n = std::min<size_t>(8, len - base);
+      for (size_t k = 0; k < n; ++k) {
+        float v = values[(bits >> k) & 1u];
+        if constexpr (kAccumulate) xc[base + k] += v;
+        else xc[base + k] = v;
+      }
+    }
     in += 4 + round_up((len + 7) / 8, 4);
   }
+}
+}  // namespace
+
+void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x) { sign_expand<false>(in, count, chunk, x); }
+void sign_decompress_accumulate(const uint8_t* in, size_t count, size_t chunk, float* acc) {
+  sign_expand<true>(in, count, chunk, acc);
 }
 
 void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t dtype) {
