@@ -1,0 +1,77 @@
+#include "algorithms/async/async_average.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "algorithms/internal_ops.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace bagua {
+
+AsyncAverager::AsyncAverager(std::unique_ptr<Comm> comm, void* buf, size_t count, bagua_datatype_t dtype,
+                             int interval_ms)
+    : comm_(std::move(comm)), buf_(buf), count_(count), dtype_(dtype), interval_ms_(interval_ms) {
+  thread_ = std::thread([this] { run(); });
+}
+
+AsyncAverager::~AsyncAverager() {
+  if (thread_.joinable()) {
+    stop_requested_ = true;
+    wake_.notify_all();
+    thread_.join();
+  }
+}
+
+template <typename T>
+void AsyncAverager::average_round(std::vector<T>& snapshot, std::vector<T>& sum, bool& stop_all) {
+  {
+    std::lock_guard<std::mutex> guard(user_mutex_);
+    std::memcpy(snapshot.data(), buf_, count_ * sizeof(T));
+  }
+  snapshot[count_] = stop_requested_.load() ? T(1) : T(0);  // this rank's stop vote
+  allreduce_now(*comm_, snapshot.data(), sum.data(), count_ + 1, dtype_, BAGUA_SUM);
+  stop_all = sum[count_] > T(0);
+  const T n = static_cast<T>(comm_->size());
+  std::lock_guard<std::mutex> guard(user_mutex_);
+  T* x = static_cast<T*>(buf_);
+  for (size_t i = 0; i < count_; ++i) x[i] += sum[i] / n - snapshot[i];  // keeps the caller's updates since
+}
+
+void AsyncAverager::run() {
+  set_log_rank(comm_->rank());
+  try {
+    std::vector<float> sf, rf;
+    std::vector<double> sd, rd;
+    if (dtype_ == BAGUA_FLOAT64) sd.resize(count_ + 1), rd.resize(count_ + 1);
+    else sf.resize(count_ + 1), rf.resize(count_ + 1);
+    for (;;) {
+      bool stop_all = false;
+      if (dtype_ == BAGUA_FLOAT64) average_round(sd, rd, stop_all);
+      else average_round(sf, rf, stop_all);
+      rounds_.fetch_add(1);
+      if (stop_all) break;
+      std::unique_lock<std::mutex> wait_lock(wake_mutex_);
+      wake_.wait_for(wait_lock, std::chrono::milliseconds(interval_ms_), [this] { return stop_requested_.load(); });
+    }
+  } catch (const Error& e) {
+    status_ = e.status();
+    error_ = e.what();
+  } catch (const std::exception& e) {
+    status_ = BAGUA_ERR_INTERNAL;
+    error_ = e.what();
+  }
+}
+
+bagua_status_t AsyncAverager::stop(std::string* message) {
+  {
+    std::lock_guard<std::mutex> guard(wake_mutex_);
+    stop_requested_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (message) *message = error_;
+  return status_;
+}
+
+}  // namespace bagua

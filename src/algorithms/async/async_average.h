@@ -1,0 +1,49 @@
+// Asynchronous model averaging: a background thread repeatedly sets x += avg(snapshot) - snapshot over its
+// own communicator, so the caller's collectives are not disturbed. Each round's allreduce also carries a stop
+// vote (one extra element); when any rank has voted, every rank's thread ends after that same round, so
+// stopping needs no extra agreement step and never hangs, whenever each rank calls stop.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/comm.h"
+
+namespace bagua {
+
+class AsyncAverager {
+ public:
+  AsyncAverager(std::unique_ptr<Comm> comm, void* buf, size_t count, bagua_datatype_t dtype, int interval_ms);
+  ~AsyncAverager();
+  void lock() { user_mutex_.lock(); }
+  void unlock() { user_mutex_.unlock(); }
+  uint64_t rounds() const { return rounds_.load(); }
+  // Votes to stop, waits for the thread; returns its error status (and message) if it failed.
+  bagua_status_t stop(std::string* message);
+
+ private:
+  void run();
+  template <typename T>
+  void average_round(std::vector<T>& snapshot, std::vector<T>& sum, bool& stop_all);
+
+  std::unique_ptr<Comm> comm_;
+  void* buf_;
+  size_t count_;
+  bagua_datatype_t dtype_;
+  int interval_ms_;
+  std::mutex user_mutex_;
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<uint64_t> rounds_{0};
+  bagua_status_t status_ = BAGUA_SUCCESS;
+  std::string error_;
+  std::thread thread_;
+};
+
+}  // namespace bagua

@@ -1,0 +1,120 @@
+#include "algorithms/gossip/neighbor_allreduce.h"
+
+#include <cstring>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "algorithms/tags.h"
+#include "kernels/dtype.h"
+
+namespace bagua {
+namespace {
+
+// out = self_weight * self + sum_k weights[k] * inputs[k], in T's precision, in that order. out may be self.
+template <typename T>
+void weighted_sum(T* out, const T* self, double self_weight, const std::vector<const T*>& inputs,
+                  const std::vector<double>& weights, size_t count) {
+  const T ws = static_cast<T>(self_weight);
+  for (size_t i = 0; i < count; ++i) out[i] = ws * self[i];
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const T w = static_cast<T>(weights[k]);
+    const T* in = inputs[k];
+    for (size_t i = 0; i < count; ++i) out[i] += w * in[i];
+  }
+}
+
+void weighted_sum_typed(bagua_datatype_t dtype, void* out, const void* self, double self_weight,
+                        const std::vector<const uint8_t*>& inputs, const std::vector<double>& weights, size_t count) {
+  if (dtype == BAGUA_FLOAT64) {
+    std::vector<const double*> in;
+    for (auto* p : inputs) in.push_back(reinterpret_cast<const double*>(p));
+    weighted_sum(static_cast<double*>(out), static_cast<const double*>(self), self_weight, in, weights, count);
+  } else {
+    std::vector<const float*> in;
+    for (auto* p : inputs) in.push_back(reinterpret_cast<const float*>(p));
+    weighted_sum(static_cast<float*>(out), static_cast<const float*>(self), self_weight, in, weights, count);
+  }
+}
+
+// Gossip among `members` (rank of graph node i = members[i]): adds one round to s; `input` is what this node
+// sends, `output` receives the weighted sum.
+void gossip_round(Schedule& s, const Topology& topology, const std::vector<int>& members, int node, uint64_t step,
+                  const void* input, void* output, size_t count, bagua_datatype_t dtype) {
+  Round& round = s.round();
+  if (node < 0) return;
+  const size_t bytes = count * datatype_size(dtype);
+  NeighborPlan plan = topology.plan(node, step);
+  std::vector<const uint8_t*> inputs;
+  std::vector<double> weights;
+  for (auto& [from, weight] : plan.receives) {
+    uint8_t* buf = s.scratch(bytes);
+    round.recvs.push_back({members[from], buf, bytes});
+    inputs.push_back(buf);
+    weights.push_back(weight);
+  }
+  for (int to : plan.sends) round.sends.push_back({members[to], input, bytes});
+  double self_weight = plan.self_weight;
+  round.after.push_back(call_step([=] { weighted_sum_typed(dtype, output, input, self_weight, inputs, weights, count); }));
+}
+
+}  // namespace
+
+std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& a) {
+  ScheduleContext ctx{comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(), TagKind::kNeighbor,
+                      a.dtype, BAGUA_SUM, 0, 0, {}, {}};
+  auto s = std::make_unique<Schedule>(ctx);
+  std::string description = fmt::format("neighbor_allreduce #{} ({} x {}, {}{}, step {})", ctx.sequence, a.count,
+                                        datatype_name(a.dtype), topology.describe(),
+                                        topology.hierarchical ? ", hierarchical" : "", a.step);
+  const size_t bytes = a.count * datatype_size(a.dtype);
+  if (a.count == 0) return std::make_unique<ScheduleOp>(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, description, std::move(s));
+  if (!topology.hierarchical) {
+    std::vector<int> members(comm.size());
+    for (int r = 0; r < comm.size(); ++r) members[r] = r;
+    gossip_round(*s, topology, members, comm.rank(), a.step, a.sendbuf, a.recvbuf, a.count, a.dtype);
+    return std::make_unique<ScheduleOp>(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, description, std::move(s));
+  }
+  // Hierarchical: node h of the graph is host h, represented by its first rank.
+  std::vector<int> leaders;
+  for (const auto& host : comm.hosts()) leaders.push_back(host.front());
+  const auto& mine = comm.hosts()[comm.host_of(comm.rank())];
+  const bool leader = mine.front() == comm.rank();
+  const int node = leader ? comm.host_of(comm.rank()) : -1;
+  const int local = static_cast<int>(mine.size());
+  Round& gather = s->round();
+  uint8_t* host_avg = leader ? s->scratch(bytes) : nullptr;
+  if (leader) {
+    std::vector<const uint8_t*> peers;
+    for (int k = 1; k < local; ++k) {
+      uint8_t* buf = s->scratch(bytes);
+      gather.recvs.push_back({mine[k], buf, bytes});
+      peers.push_back(buf);
+    }
+    std::vector<double> ones(peers.size(), 1.0);
+    const void* self = a.sendbuf;
+    size_t count = a.count;
+    bagua_datatype_t dtype = a.dtype;
+    gather.after.push_back(call_step([=] {  // sum in order, then divide: the host average
+      weighted_sum_typed(dtype, host_avg, self, 1.0, peers, ones, count);
+      if (dtype == BAGUA_FLOAT64) {
+        auto* v = reinterpret_cast<double*>(host_avg);
+        for (size_t i = 0; i < count; ++i) v[i] /= local;
+      } else {
+        auto* v = reinterpret_cast<float*>(host_avg);
+        for (size_t i = 0; i < count; ++i) v[i] /= static_cast<float>(local);
+      }
+    }));
+  } else {
+    gather.sends.push_back({mine.front(), a.sendbuf, bytes});
+  }
+  gossip_round(*s, topology, leaders, node, a.step, host_avg, a.recvbuf, a.count, a.dtype);
+  Round& spread = s->round();
+  if (leader) {
+    for (int k = 1; k < local; ++k) spread.sends.push_back({mine[k], a.recvbuf, bytes});
+  } else {
+    spread.recvs.push_back({mine.front(), a.recvbuf, bytes});
+  }
+  return std::make_unique<ScheduleOp>(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, description, std::move(s));
+}
+
+}  // namespace bagua
