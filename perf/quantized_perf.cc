@@ -13,29 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "bagua/bagua.h"
+#include "perf/relaxation_perf.h"
 
 namespace {
-
-#define CHECK_OK(call)                                                                           \
-  do {                                                                                           \
-    bagua_status_t s_ = (call);                                                                  \
-    if (s_ != BAGUA_SUCCESS) {                                                                   \
-      std::fprintf(stderr, "%s failed: %s\n", #call, bagua_get_last_error(nullptr));             \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-
-size_t parse_size(const char* s) {
-  char* end;
-  double v = std::strtod(s, &end);
-  switch (*end) {
-    case 'K': case 'k': v *= 1 << 10; break;
-    case 'M': case 'm': v *= 1 << 20; break;
-    case 'G': case 'g': v *= 1 << 30; break;
-  }
-  return static_cast<size_t>(v);
-}
 
 struct Variant {
   const char* name;
@@ -44,17 +24,7 @@ struct Variant {
   int hierarchical;
 };
 
-double max_over_ranks(double v, bagua_comm_t comm) {
-  CHECK_OK(bagua_allreduce(&v, &v, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
-  return v;
-}
-
-uint64_t compute_ns(bagua_comm_t comm) {
-  bagua_stats_t stats;
-  stats.size = sizeof(stats);
-  CHECK_OK(bagua_comm_get_stats(comm, &stats));
-  return stats.compute_ns;
-}
+uint64_t compute_ns(bagua_comm_t comm) { return perf_stats(comm).compute_ns; }
 
 }  // namespace
 
@@ -65,8 +35,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? argv[++i] : (std::fprintf(stderr, "%s needs a value\n", a.c_str()), std::exit(2), nullptr); };
-    if (a == "-b") begin = parse_size(next());
-    else if (a == "-e") end = parse_size(next());
+    if (a == "-b") begin = perf_parse_size(next());
+    else if (a == "-e") end = perf_parse_size(next());
     else if (a == "-f") factor = std::strtoul(next(), nullptr, 10);
     else if (a == "-n") iters = std::atoi(next());
     else if (a == "-w") warmup = std::atoi(next());
@@ -77,12 +47,12 @@ int main(int argc, char** argv) {
     }
   }
   bagua_comm_t comm;
-  CHECK_OK(bagua_comm_init_from_env(&comm));
+  PERF_OK(bagua_comm_init_from_env(&comm));
   int rank, size, local_size;
-  CHECK_OK(bagua_comm_rank(comm, &rank));
-  CHECK_OK(bagua_comm_size(comm, &size));
-  CHECK_OK(bagua_comm_local_size(comm, &local_size));
-  int max_local = static_cast<int>(max_over_ranks(local_size, comm));
+  PERF_OK(bagua_comm_rank(comm, &rank));
+  PERF_OK(bagua_comm_size(comm, &size));
+  PERF_OK(bagua_comm_local_size(comm, &local_size));
+  int max_local = static_cast<int>(perf_max_over_ranks(local_size, comm));
   bool shared_hosts = max_local > 1 && max_local < size;
   std::vector<Variant> variants = {{"full", -1, 0, 0}};
   for (int h = 0; h < (hier && shared_hosts ? 2 : 1); ++h) {
@@ -112,29 +82,29 @@ int main(int argc, char** argv) {
       uint64_t compute_before = 0;
       for (int it = 0; it < warmup + iters; ++it) {
         if (it == warmup) compute_before = compute_ns(comm);
-        CHECK_OK(bagua_barrier(comm, nullptr));
+        PERF_OK(bagua_barrier(comm, nullptr));
         auto t0 = std::chrono::steady_clock::now();
-        if (v.kind < 0) CHECK_OK(bagua_allreduce(input.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr));
-        else CHECK_OK(bagua_quantized_allreduce(input.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr,
+        if (v.kind < 0) PERF_OK(bagua_allreduce(input.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr));
+        else PERF_OK(bagua_quantized_allreduce(input.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr,
                                                 comm, nullptr));
         double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (it >= warmup) times.push_back(max_over_ranks(t, comm));
+        if (it >= warmup) times.push_back(perf_max_over_ranks(t, comm));
       }
-      double compute = max_over_ranks((compute_ns(comm) - compute_before) / 1e6 / iters, comm);
+      double compute = perf_max_over_ranks((compute_ns(comm) - compute_before) / 1e6 / iters, comm);
       std::sort(times.begin(), times.end());
       // Identical outputs: min and max of a checksum over ranks agree.
       uint64_t hash = 1469598103934665603ull;
       const auto* p = reinterpret_cast<const unsigned char*>(out.data());
       for (size_t i = 0; i < count * 4; i += 61) hash = (hash ^ p[i]) * 1099511628211ull;
       uint64_t lo = hash, hi = hash;
-      CHECK_OK(bagua_allreduce(&lo, &lo, 1, BAGUA_UINT64, BAGUA_MIN, comm, nullptr));
-      CHECK_OK(bagua_allreduce(&hi, &hi, 1, BAGUA_UINT64, BAGUA_MAX, comm, nullptr));
+      PERF_OK(bagua_allreduce(&lo, &lo, 1, BAGUA_UINT64, BAGUA_MIN, comm, nullptr));
+      PERF_OK(bagua_allreduce(&hi, &hi, 1, BAGUA_UINT64, BAGUA_MAX, comm, nullptr));
       if (rank == 0)
         std::printf("%12zu %14s %12.2f %12.2f %10s\n", bytes, v.name, times[times.size() / 2] * 1e3, compute,
                     lo == hi ? "yes" : "NO");
       std::fflush(stdout);
     }
   }
-  CHECK_OK(bagua_comm_destroy(comm));
+  PERF_OK(bagua_comm_destroy(comm));
   return 0;
 }

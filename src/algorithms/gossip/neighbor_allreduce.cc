@@ -1,5 +1,6 @@
 #include "algorithms/gossip/neighbor_allreduce.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -36,25 +37,37 @@ void weighted_sum_typed(bagua_datatype_t dtype, void* out, const void* self, dou
   }
 }
 
-// Gossip among `members` (rank of graph node i = members[i]): adds one round to s; `input` is what this node
-// sends, `output` receives the weighted sum.
-void gossip_round(Schedule& s, const Topology& topology, const std::vector<int>& members, int node, uint64_t step,
-                  const void* input, void* output, size_t count, bagua_datatype_t dtype) {
-  Round& round = s.round();
+// Gossip among `members` (rank of graph node i = members[i]): adds the graph's phases as rounds to s (every
+// rank the same number); `input` is what this node sends, `output` receives the weighted sum.
+void gossip_rounds(Schedule& s, const Topology& topology, const std::vector<int>& members, int node,
+                   uint64_t step, const void* input, void* output, size_t count, bagua_datatype_t dtype) {
+  const int phases = topology.plan(0, step).phases;  // the same on every node
+  const size_t first = s.rounds().size();
+  for (int k = 0; k < phases; ++k) s.round();
   if (node < 0) return;
+  auto phase = [&s, first](int k) -> Round& { return s.rounds()[first + k]; };
   const size_t bytes = count * datatype_size(dtype);
   NeighborPlan plan = topology.plan(node, step);
+  // Large vectors go as up to 32 pieces of at least 512 KiB, all posted at once: the transport streams
+  // pieces back to back instead of one huge rendezvous.
+  const size_t pieces = std::min<size_t>(32, std::max<size_t>(1, bytes >> 19));
+  const size_t piece = (bytes + pieces - 1) / pieces;
   std::vector<const uint8_t*> inputs;
   std::vector<double> weights;
-  for (auto& [from, weight] : plan.receives) {
+  for (size_t k = 0; k < plan.receives.size(); ++k) {
+    auto [from, weight] = plan.receives[k];
     uint8_t* buf = s.scratch(bytes);
-    round.recvs.push_back({members[from], buf, bytes});
+    for (size_t off = 0; off < bytes; off += piece)
+      phase(plan.receive_phase[k]).recvs.push_back({members[from], buf + off, std::min(piece, bytes - off)});
     inputs.push_back(buf);
     weights.push_back(weight);
   }
-  for (int to : plan.sends) round.sends.push_back({members[to], input, bytes});
+  for (size_t k = 0; k < plan.sends.size(); ++k)
+    for (size_t off = 0; off < bytes; off += piece)
+      phase(plan.send_phase[k]).sends.push_back(
+          {members[plan.sends[k]], static_cast<const uint8_t*>(input) + off, std::min(piece, bytes - off)});
   double self_weight = plan.self_weight;
-  round.after.push_back(call_step([=] { weighted_sum_typed(dtype, output, input, self_weight, inputs, weights, count); }));
+  s.then(call_step([=] { weighted_sum_typed(dtype, output, input, self_weight, inputs, weights, count); }));
 }
 
 }  // namespace
@@ -71,7 +84,7 @@ std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& 
   if (!topology.hierarchical) {
     std::vector<int> members(comm.size());
     for (int r = 0; r < comm.size(); ++r) members[r] = r;
-    gossip_round(*s, topology, members, comm.rank(), a.step, a.sendbuf, a.recvbuf, a.count, a.dtype);
+    gossip_rounds(*s, topology, members, comm.rank(), a.step, a.sendbuf, a.recvbuf, a.count, a.dtype);
     return std::make_unique<ScheduleOp>(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, description, std::move(s));
   }
   // Hierarchical: node h of the graph is host h, represented by its first rank.
@@ -107,7 +120,7 @@ std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& 
   } else {
     gather.sends.push_back({mine.front(), a.sendbuf, bytes});
   }
-  gossip_round(*s, topology, leaders, node, a.step, host_avg, a.recvbuf, a.count, a.dtype);
+  gossip_rounds(*s, topology, leaders, node, a.step, host_avg, a.recvbuf, a.count, a.dtype);
   Round& spread = s->round();
   if (leader) {
     for (int k = 1; k < local; ++k) spread.sends.push_back({mine[k], a.recvbuf, bytes});

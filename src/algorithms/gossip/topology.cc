@@ -18,26 +18,28 @@ int ceil_log2(int n) {
 
 int mod(long long a, int n) { return static_cast<int>(((a % n) + n) % n); }
 
-// The plan of a graph given as "every rank i sends to i + shift for each shift" (a circulant), weight w each.
+// The plan of a graph given as "every rank i sends to i + shift for each shift" (a circulant), weight w each;
+// shift k moves in phase k.
 NeighborPlan circulant(int n, int rank, const std::vector<int>& shifts, double w) {
   NeighborPlan p;
-  std::map<int, double> in;
-  std::vector<int> out;
-  for (int s : shifts) {
-    int to = mod(rank + s, n), from = mod(rank - s, n);
+  std::map<int, std::pair<double, int>> in;  // from -> (weight, phase)
+  std::map<int, int> out;                    // to -> phase
+  for (int k = 0; k < static_cast<int>(shifts.size()); ++k) {
+    int to = mod(rank + shifts[k], n), from = mod(rank - shifts[k], n);
     if (to == rank) continue;
-    out.push_back(to);
-    in[from] += w;
+    out.emplace(to, k);
+    auto [it, fresh] = in.emplace(from, std::make_pair(0.0, k));
+    it->second.first += w;
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  p.sends = out;
   double total = 0;
-  for (auto& [from, weight] : in) {
-    p.receives.emplace_back(from, weight);
-    total += weight;
+  for (auto& [to, phase] : out) p.sends.push_back(to), p.send_phase.push_back(phase);
+  for (auto& [from, wp] : in) {
+    p.receives.emplace_back(from, wp.first);
+    p.receive_phase.push_back(wp.second);
+    total += wp.first;
   }
   p.self_weight = 1.0 - total;
+  p.phases = static_cast<int>(shifts.size());
   return p;
 }
 
@@ -132,13 +134,14 @@ NeighborPlan Topology::plan(int rank, uint64_t step) const {
       p.self_weight = 0.5;
       p.sends = {peer};
       p.receives = {{peer, 0.5}};
+      p.send_phase = p.receive_phase = {0};
       return p;
     }
     case BAGUA_TOPO_FULL: {
-      NeighborPlan p;
-      p.self_weight = 1.0 / n;
-      for (int j = 0; j < n; ++j)
-        if (j != rank) p.sends.push_back(j), p.receives.emplace_back(j, 1.0 / n);
+      std::vector<int> shifts;
+      for (int k = 1; k < n; ++k) shifts.push_back(k);
+      NeighborPlan p = circulant(n, rank, shifts, 1.0 / n);
+      p.self_weight = 1.0 / n;  // exactly, rather than 1 - (n-1)/n
       return p;
     }
     default: break;
@@ -149,6 +152,8 @@ NeighborPlan Topology::plan(int rank, uint64_t step) const {
   for (int d = 0; d < n; ++d)
     for (auto& [s, w] : in_edges_[d])
       if (s == rank) p.sends.push_back(d);
+  p.send_phase.assign(p.sends.size(), 0);
+  p.receive_phase.assign(p.receives.size(), 0);
   p.self_weight = 1.0 - total;
   return p;
 }
