@@ -64,6 +64,18 @@ void ScheduleOp::post_round(Transport& transport) {
   posted_ = true;
 }
 
+namespace {
+// The operation whose `during` steps are running on this thread, for progress_in_flight().
+thread_local ScheduleOp* t_overlapping = nullptr;
+thread_local Transport* t_overlapping_transport = nullptr;
+}  // namespace
+
+void progress_in_flight() {
+  ScheduleOp* op = t_overlapping;
+  if (op == nullptr) return;
+  for (Transfer& transfer : op->transfers_) op->poll(*t_overlapping_transport, transfer);
+}
+
 void ScheduleOp::advance(Transport& transport) {
   if (!started_) {
     started_ = true;
@@ -71,7 +83,16 @@ void ScheduleOp::advance(Transport& transport) {
   }
   auto& rounds = schedule_->rounds();
   while (round_ < rounds.size()) {
-    if (!posted_) post_round(transport);
+    if (!posted_) {
+      post_round(transport);
+      if (!rounds[round_].during.empty()) {
+        struct Overlap {
+          Overlap(ScheduleOp* op, Transport* t) { t_overlapping = op, t_overlapping_transport = t; }
+          ~Overlap() { t_overlapping = nullptr, t_overlapping_transport = nullptr; }
+        } overlap(this, &transport);
+        run_steps(rounds[round_].during);
+      }
+    }
     bool all_done = true;
     for (Transfer& transfer : transfers_) all_done = poll(transport, transfer) && all_done;
     if (!all_done) return;

@@ -48,24 +48,17 @@ void gossip_rounds(Schedule& s, const Topology& topology, const std::vector<int>
   auto phase = [&s, first](int k) -> Round& { return s.rounds()[first + k]; };
   const size_t bytes = count * datatype_size(dtype);
   NeighborPlan plan = topology.plan(node, step);
-  // Large vectors go as up to 32 pieces of at least 512 KiB, all posted at once: the transport streams
-  // pieces back to back instead of one huge rendezvous.
-  const size_t pieces = std::min<size_t>(32, std::max<size_t>(1, bytes >> 19));
-  const size_t piece = (bytes + pieces - 1) / pieces;
   std::vector<const uint8_t*> inputs;
   std::vector<double> weights;
   for (size_t k = 0; k < plan.receives.size(); ++k) {
     auto [from, weight] = plan.receives[k];
     uint8_t* buf = s.scratch(bytes);
-    for (size_t off = 0; off < bytes; off += piece)
-      phase(plan.receive_phase[k]).recvs.push_back({members[from], buf + off, std::min(piece, bytes - off)});
+    add_recv_pieces(phase(plan.receive_phase[k]).recvs, members[from], buf, bytes);
     inputs.push_back(buf);
     weights.push_back(weight);
   }
   for (size_t k = 0; k < plan.sends.size(); ++k)
-    for (size_t off = 0; off < bytes; off += piece)
-      phase(plan.send_phase[k]).sends.push_back(
-          {members[plan.sends[k]], static_cast<const uint8_t*>(input) + off, std::min(piece, bytes - off)});
+    add_send_pieces(phase(plan.send_phase[k]).sends, members[plan.sends[k]], input, bytes);
   double self_weight = plan.self_weight;
   s.then(call_step([=] { weighted_sum_typed(dtype, output, input, self_weight, inputs, weights, count); }));
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "algorithms/schedule.h"
 #include "core/error.h"
 #include "kernels/cpu/reduce.h"
 
@@ -61,7 +62,7 @@ size_t Codec::compressed_bytes(size_t count) const {
   return 0;
 }
 
-void Codec::compress(const float* x, size_t count, float* error, const RoundingKey& key, uint8_t* out) const {
+void Codec::compress_slice(const float* x, size_t count, float* error, const RoundingKey& key, uint8_t* out) const {
   if (count == 0) return;
   switch (kind_) {
     case BAGUA_COMPRESS_MINMAX:
@@ -86,7 +87,7 @@ void Codec::compress(const float* x, size_t count, float* error, const RoundingK
   }
 }
 
-void Codec::decompress(const uint8_t* in, size_t count, float* out) const {
+void Codec::decompress_slice(const uint8_t* in, size_t count, float* out) const {
   if (count == 0) return;
   switch (kind_) {
     case BAGUA_COMPRESS_MINMAX: minmax_decompress(in, count, format_, out, BAGUA_FLOAT32); return;
@@ -96,7 +97,7 @@ void Codec::decompress(const uint8_t* in, size_t count, float* out) const {
   }
 }
 
-void Codec::decompress_accumulate(const uint8_t* in, size_t count, float* acc) const {
+void Codec::decompress_accumulate_slice(const uint8_t* in, size_t count, float* acc) const {
   if (count == 0) return;
   if (kind_ == BAGUA_COMPRESS_MINMAX) {
     minmax_decompress_accumulate(in, count, format_, acc);
@@ -107,7 +108,7 @@ void Codec::decompress_accumulate(const uint8_t* in, size_t count, float* acc) c
     return;
   }
   std::vector<float> values(count);
-  decompress(in, count, values.data());
+  decompress_slice(in, count, values.data());
   reduce_from(acc, acc, values.data(), count, BAGUA_FLOAT32, BAGUA_SUM);
 }
 
@@ -121,6 +122,33 @@ void Codec::reduce_recompress(const uint8_t* const* inputs, int ninputs, const f
   std::memcpy(acc, own, count * sizeof(float));
   for (int i = 0; i < ninputs; ++i) decompress_accumulate(inputs[i], count, acc);
   compress(acc, count, owner_error, key, out);
+}
+
+// Long vectors go slice by slice (whole chunks, so the bytes are those of one call), advancing the
+// transfers in flight in between when the work overlaps a round (progress_in_flight).
+template <typename F>
+void Codec::by_slices(size_t count, F&& work) const {
+  const size_t slice = format_.chunk * 256;
+  for (size_t begin = 0; begin < count; begin += slice) {
+    if (begin > 0) progress_in_flight();
+    work(begin, std::min(slice, count - begin), compressed_bytes(begin));
+  }
+}
+
+void Codec::compress(const float* x, size_t count, float* error, const RoundingKey& key, uint8_t* out) const {
+  by_slices(count, [&](size_t begin, size_t n, size_t at) {
+    RoundingKey k = key;
+    k.index_base += begin;
+    compress_slice(x + begin, n, error ? error + begin : nullptr, k, out + at);
+  });
+}
+
+void Codec::decompress(const uint8_t* in, size_t count, float* out) const {
+  by_slices(count, [&](size_t begin, size_t n, size_t at) { decompress_slice(in + at, n, out + begin); });
+}
+
+void Codec::decompress_accumulate(const uint8_t* in, size_t count, float* acc) const {
+  by_slices(count, [&](size_t begin, size_t n, size_t at) { decompress_accumulate_slice(in + at, n, acc + begin); });
 }
 
 }  // namespace bagua

@@ -25,7 +25,8 @@ class Codec {
   bagua_hierarchical_t hierarchical() const { return hierarchical_; }
   std::string describe() const;
 
-  // Wire bytes of count elements (each block of a scatter-reduce-allgather starts at a chunk boundary).
+  // Wire bytes of count elements (each block of a scatter-reduce-allgather starts at a chunk boundary; for
+  // a multiple of the chunk, the bytes of the elements before it).
   size_t compressed_bytes(size_t count) const;
   // out = q(x (+ error)); error, when not NULL, becomes what was lost. key.index_base is x[0]'s global index.
   void compress(const float* x, size_t count, float* error, const RoundingKey& key, uint8_t* out) const;
@@ -37,6 +38,12 @@ class Codec {
                          float* owner_error, const RoundingKey& key, float* acc, uint8_t* out) const;
 
  private:
+  void compress_slice(const float* x, size_t count, float* error, const RoundingKey& key, uint8_t* out) const;
+  void decompress_slice(const uint8_t* in, size_t count, float* out) const;
+  void decompress_accumulate_slice(const uint8_t* in, size_t count, float* acc) const;
+  template <typename F>
+  void by_slices(size_t count, F&& work) const;
+
   bagua_compress_kind_t kind_ = BAGUA_COMPRESS_MINMAX;
   MinMaxFormat format_;
   bool stochastic_ = false;

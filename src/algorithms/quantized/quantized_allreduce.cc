@@ -134,32 +134,29 @@ struct QuantizedWork {
       reduce_from(x, x, values, count, BAGUA_FLOAT32, BAGUA_SUM);
     }
   }
-  void compress_for_owners() {
-    for (int j = 0; j < m(); ++j) {
-      if (j == group.index || length(j) == 0) continue;
-      size_t off = offset(j);
-      codec.compress(x + off, length(j), worker_error ? worker_error + off : nullptr, key(off), block[j]);
-    }
+  // My compressed copy of owner j's block (with my worker error feedback).
+  void compress_block(int j) {
+    size_t off = offset(j);
+    codec.compress(x + off, length(j), worker_error ? worker_error + off : nullptr, key(off), block[j]);
   }
-  void owner_step() {
-    std::vector<const uint8_t*> inputs;
-    for (int j = 0; j < m(); ++j)
-      if (j != group.index) inputs.push_back(in[j]);
-    size_t off = offset(group.index);
-    codec.reduce_recompress(inputs.data(), static_cast<int>(inputs.size()), x + off, length(group.index),
-                            owner_error, key(off), acc, mine);
+  // The owner's sum, input by input as they arrive (own block first), then its compressed form.
+  void owner_begin() { std::memcpy(acc, x + offset(group.index), length(group.index) * sizeof(float)); }
+  void owner_add(int j) { codec.decompress_accumulate(in[j], length(group.index), acc); }
+  void owner_finish() {
+    codec.compress(acc, length(group.index), owner_error, key(offset(group.index)), mine);
   }
   // Everyone decompresses the same bytes (the owner its own `mine` too): bit-identical outputs.
-  void finish() {
+  void finish_block(int j) {
     const bool f32 = dtype == BAGUA_FLOAT32;
-    float* out = f32 ? static_cast<float*>(recvbuf) : x;
+    const size_t off = offset(j), n = length(j);
+    float* out = (f32 ? static_cast<float*>(recvbuf) : x) + off;
     if (m() == 1) {
-      if (out != x) std::memmove(out, x, count * sizeof(float));
+      if (out != x + off) std::memmove(out, x + off, n * sizeof(float));
     } else {
-      for (int j = 0; j < m(); ++j) codec.decompress(j == group.index ? mine : block[j], length(j), out + offset(j));
+      codec.decompress(j == group.index ? mine : block[j], n, out);
     }
-    if (avg) divide_by(out, count, BAGUA_FLOAT32, comm->size());
-    if (!f32) cast_from_float(x, count, recvbuf, dtype);
+    if (avg) divide_by(out, n, BAGUA_FLOAT32, comm->size());
+    if (!f32) cast_from_float(out, n, static_cast<uint8_t*>(recvbuf) + off * datatype_size(dtype), dtype);
   }
 };
 
@@ -231,10 +228,10 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   s->hold(w);
 
   QuantizedWork* work = w.get();
-  auto timed = [work](void (QuantizedWork::*method)()) {
-    return call_step([work, method] {
+  auto timed = [work](std::function<void()> task) {
+    return call_step([work, task = std::move(task)] {
       auto t0 = std::chrono::steady_clock::now();
-      (work->*method)();
+      task();
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
       work->comm->add_compute_ns(static_cast<uint64_t>(ns));
     });
@@ -250,30 +247,43 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
       gather.sends.push_back({grp.leader, a.sendbuf, count * elem});
     }
   }
-  if (member) {
-    s->then(timed(&QuantizedWork::prepare));
-    s->then(timed(&QuantizedWork::compress_for_owners));
-  }
-  // The alltoall and the allgather run as m - 1 pairwise steps (step k: send to g + k, receive from g - k), so
-  // that each link carries one flow at a time, as in a ring; every rank emits the same number of rounds.
+  // The alltoall and the allgather run as m - 1 pairwise rounds (round k: send to g + k, receive from g - k),
+  // so that each link carries one flow at a time, as in a ring. Compression for the next round and
+  // decompression of the last one run while a round's transfers are in flight.
   const int steps = std::max(1, m - 1);
+  auto to = [&](int k) { return (g + k) % m; };
+  auto from = [&](int k) { return (g - k + m) % m; };
+  const bool exchanges = member && m > 1;
+  if (member) {
+    s->then(timed([work] { work->prepare(); }));
+    if (exchanges && w->length(to(1)) > 0) s->then(timed([work, j = to(1)] { work->compress_block(j); }));
+  }
   for (int k = 1; k <= steps; ++k) {  // alltoall: my compressed copy of block j to its owner j
     Round& round = s->round();
-    if (!member || m == 1) continue;
-    int to = (g + k) % m, from = (g - k + m) % m;
-    if (own_count > 0) round.recvs.push_back({grp.members[from], w->in[from], codec.compressed_bytes(own_count)});
-    if (w->length(to) > 0) round.sends.push_back({grp.members[to], w->block[to], codec.compressed_bytes(w->length(to))});
+    if (!exchanges) continue;
+    if (own_count > 0) add_recv_pieces(round.recvs, grp.members[from(k)], w->in[from(k)], codec.compressed_bytes(own_count));
+    if (w->length(to(k)) > 0)
+      add_send_pieces(round.sends, grp.members[to(k)], w->block[to(k)], codec.compressed_bytes(w->length(to(k))));
+    if (k < steps && w->length(to(k + 1)) > 0) round.during.push_back(timed([work, j = to(k + 1)] { work->compress_block(j); }));
+    if (own_count == 0) continue;
+    if (k == 1) round.during.push_back(timed([work] { work->owner_begin(); }));
+    else round.during.push_back(timed([work, j = from(k - 1)] { work->owner_add(j); }));
+    if (k == steps) {
+      round.after.push_back(timed([work, j = from(k)] { work->owner_add(j); }));
+      round.after.push_back(timed([work] { work->owner_finish(); }));
+    }
   }
-  if (member && m > 1) s->then(timed(&QuantizedWork::owner_step));
   for (int k = 1; k <= steps; ++k) {  // allgather: each owner's compressed result to all
     Round& round = s->round();
-    if (!member || m == 1) continue;
-    int to = (g + k) % m, from = (g - k + m) % m;
-    if (w->length(from) > 0)
-      round.recvs.push_back({grp.members[from], w->block[from], codec.compressed_bytes(w->length(from))});
-    if (own_count > 0) round.sends.push_back({grp.members[to], w->mine, codec.compressed_bytes(own_count)});
+    if (!exchanges) continue;
+    if (w->length(from(k)) > 0)
+      add_recv_pieces(round.recvs, grp.members[from(k)], w->block[from(k)], codec.compressed_bytes(w->length(from(k))));
+    if (own_count > 0) add_send_pieces(round.sends, grp.members[to(k)], w->mine, codec.compressed_bytes(own_count));
+    int previous = k == 1 ? g : from(k - 1);
+    round.during.push_back(timed([work, previous] { work->finish_block(previous); }));
+    if (k == steps) round.after.push_back(timed([work, j = from(k)] { work->finish_block(j); }));
   }
-  if (member) s->then(timed(&QuantizedWork::finish));
+  if (member && !exchanges) s->then(timed([work] { work->finish_block(0); }));
   if (grp.hierarchical) {  // the result to the host's other ranks
     Round& spread = s->round();
     if (member) {
