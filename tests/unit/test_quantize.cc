@@ -246,9 +246,16 @@ TEST_CASE("sign compression: scale is the chunk RMS, sign(0) = +1, error feedbac
   sign_compress(x.data(), n, chunk, nullptr, q.data());
   float scale;
   std::memcpy(&scale, q.data(), 4);
-  double sum_sq = 0;
-  for (size_t i = 0; i < chunk; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  double lane[8] = {}, sum_sq = 0;  // the documented order: lane i mod 8 in fp64, then lanes 0..7
+  for (size_t i = 0; i < chunk; ++i) lane[i % 8] += static_cast<double>(x[i]) * x[i];
+  for (double l : lane) sum_sq += l;
   CHECK(scale == static_cast<float>(std::sqrt(sum_sq / chunk)));
+  // a chunk length that is not a multiple of 8 or 16 takes the scalar tail for the last elements
+  std::vector<uint8_t> q2(sign_compressed_bytes(37, 37));
+  sign_compress(x.data(), 37, 37, nullptr, q2.data());
+  std::vector<float> y2(37);
+  sign_decompress(q2.data(), 37, 37, y2.data());
+  for (size_t i = 0; i < 37; ++i) REQUIRE((y2[i] >= 0) == (x[i] >= 0));
   std::vector<float> y(n);
   sign_decompress(q.data(), n, chunk, y.data());
   CHECK(y[5] == scale);  // sign(0) = +1

@@ -1,5 +1,8 @@
 // The other compressed formats on the CPU: the fused owner step for min-max, BAGUA's MinMaxUInt8 layout,
 // sign compression with scale, and casts. Layouts in docs/formats.md.
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -76,35 +79,86 @@ size_t sign_compressed_bytes(size_t count, size_t chunk) {
   return full * block(chunk) + (rest ? block(rest) : 0);
 }
 
+namespace {
+
+// Sum of t^2 (t = x + e) over a chunk in fp64, in the order every implementation uses: element i goes to lane
+// i mod 8, each lane in element order, then the lanes 0..7 in order. Eight independent lanes vectorize.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+double sign_sum_squares(const float* x, const float* e, size_t len) {
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8)
+    for (int l = 0; l < 8; ++l) {
+      double t = static_cast<double>(x[i + l] + (e ? e[i + l] : 0.0f));
+      lane[l] += t * t;
+    }
+  for (; i < len; ++i) {
+    double t = static_cast<double>(x[i] + (e ? e[i] : 0.0f));
+    lane[i % 8] += t * t;
+  }
+  double sum = 0;
+  for (int l = 0; l < 8; ++l) sum += lane[l];
+  return sum;
+}
+
+bool sign_avx512() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }();
+  return yes;
+}
+
+// Sixteen elements per step: the sign mask is two bytes of the output, LSB first.
+__attribute__((target("avx512f,avx512bw")))
+size_t sign_pack_avx512(const float* x, float* e, size_t len, float scale, uint8_t* bits) {
+  const __m512 zero = _mm512_setzero_ps(), pos = _mm512_set1_ps(scale), neg = _mm512_set1_ps(-scale);
+  size_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    __m512 t = _mm512_loadu_ps(x + i);
+    if (e) t = _mm512_add_ps(t, _mm512_loadu_ps(e + i));
+    __mmask16 positive = _mm512_cmp_ps_mask(t, zero, _CMP_NLT_UQ);  // !(t < 0): 0 and NaN count as +
+    if (e) _mm512_storeu_ps(e + i, _mm512_sub_ps(t, _mm512_mask_blend_ps(positive, neg, pos)));
+    uint16_t m = positive;
+    std::memcpy(bits + i / 8, &m, 2);
+  }
+  return i;
+}
+
+template <bool kAccumulate>
+__attribute__((target("avx512f,avx512bw")))
+size_t sign_expand_avx512(const uint8_t* bits, size_t len, float scale, float* x) {
+  const __m512 pos = _mm512_set1_ps(scale), neg = _mm512_set1_ps(-scale);
+  size_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    uint16_t m;
+    std::memcpy(&m, bits + i / 8, 2);
+    __m512 v = _mm512_mask_blend_ps(m, neg, pos);
+    if constexpr (kAccumulate) v = _mm512_add_ps(_mm512_loadu_ps(x + i), v);
+    _mm512_storeu_ps(x + i, v);
+  }
+  return i;
+}
+
+}  // namespace
+
 void sign_compress(const float* x, size_t count, size_t chunk, float* error, uint8_t* out) {
+  const bool fast = sign_avx512();
   for (size_t begin = 0; begin < count; begin += chunk) {
     size_t len = std::min(chunk, count - begin);
     const float* xc = x + begin;
     float* ec = error ? error + begin : nullptr;
-    double sum_sq = 0;  // in double and in element order: the scale is the same on every implementation
-    if (ec) {
-      for (size_t i = 0; i < len; ++i) {
-        float t = xc[i] + ec[i];
-        sum_sq += static_cast<double>(t) * t;
-      }
-    } else {
-      for (size_t i = 0; i < len; ++i) sum_sq += static_cast<double>(xc[i]) * xc[i];
-    }
-    float scale = static_cast<float>(std::sqrt(sum_sq / static_cast<double>(len)));
+    float scale = static_cast<float>(std::sqrt(sign_sum_squares(xc, ec, len) / static_cast<double>(len)));
     std::memcpy(out, &scale, 4);
     size_t used = (len + 7) / 8, bytes = round_up(used, 4);
-    for (size_t byte = 0; byte < used; ++byte) {  // eight elements per byte, LSB first
-      size_t base = byte * 8, n = std::min<size_t>(8, len - base);
-      unsigned bits = 0;
-      for (size_t k = 0; k < n; ++k) {
-        float t = xc[base + k] + (ec ? ec[base + k] : 0.0f);
-        bool positive = !(t < 0.0f);  // sign(0) = +1; NaN counts as +1
-        bits |= static_cast<unsigned>(positive) << k;
-        if (ec) ec[base + k] = t - (positive ? scale : -scale);
-      }
-      out[4 + byte] = static_cast<uint8_t>(bits);
+    std::memset(out + 4, 0, bytes);
+    size_t done = fast ? sign_pack_avx512(xc, ec, len, scale, out + 4) : 0;
+    for (size_t i = done; i < len; ++i) {  // the rest, LSB first
+      float t = xc[i] + (ec ? ec[i] : 0.0f);
+      bool positive = !(t < 0.0f);  // sign(0) = +1; NaN counts as +1
+      out[4 + i / 8] |= static_cast<uint8_t>(static_cast<unsigned>(positive) << (i % 8));
+      if (ec) ec[i] = t - (positive ? scale : -scale);
     }
-    std::memset(out + 4 + used, 0, bytes - used);
     out += 4 + bytes;
   }
 }
@@ -112,20 +166,18 @@ void sign_compress(const float* x, size_t count, size_t chunk, float* error, uin
 namespace {
 template <bool kAccumulate>
 void sign_expand(const uint8_t* in, size_t count, size_t chunk, float* x) {
+  const bool fast = sign_avx512();
   for (size_t begin = 0; begin < count; begin += chunk) {
     size_t len = std::min(chunk, count - begin);
     float scale;
     std::memcpy(&scale, in, 4);
     const float values[2] = {-scale, scale};
     float* xc = x + begin;
-    for (size_t byte = 0; byte * 8 < len; ++byte) {
-      unsigned bits = in[4 + byte];
-      size_t base = byte * 8, n = std::min<size_t>(8, len - base);
-      for (size_t k = 0; k < n; ++k) {
-        float v = values[(bits >> k) & 1u];
-        if constexpr (kAccumulate) xc[base + k] += v;
-        else xc[base + k] = v;
-      }
+    size_t done = fast ? sign_expand_avx512<kAccumulate>(in + 4, len, scale, xc) : 0;
+    for (size_t i = done; i < len; ++i) {
+      float v = values[(in[4 + i / 8] >> (i % 8)) & 1u];
+      if constexpr (kAccumulate) xc[i] += v;
+      else xc[i] = v;
     }
     in += 4 + round_up((len + 7) / 8, 4);
   }

@@ -15,17 +15,20 @@ namespace {
 
 __host__ __device__ size_t sign_block_bytes(size_t len) { return 4 + ((len + 7) / 8 + 3) / 4 * 4; }
 
-// One thread per chunk: a sequential fp64 sum keeps the CPU's order.
+// One thread per chunk, the CPU's order: element i into fp64 lane i mod 8 (each lane in element order),
+// then the lanes 0..7 in order.
 __global__ void sign_scale_kernel(const float* x, const float* error, size_t count, size_t chunk, float* scales) {
   size_t c = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   size_t begin = c * chunk;
   if (begin >= count) return;
   size_t len = count - begin < chunk ? count - begin : chunk;
-  double sum_sq = 0;
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (size_t i = 0; i < len; ++i) {
-    float t = x[begin + i] + (error ? error[begin + i] : 0.0f);
-    sum_sq += static_cast<double>(t) * t;
+    double t = static_cast<double>(x[begin + i] + (error ? error[begin + i] : 0.0f));
+    lane[i % 8] += t * t;
   }
+  double sum_sq = 0;
+  for (int l = 0; l < 8; ++l) sum_sq += lane[l];
   scales[c] = static_cast<float>(sqrt(sum_sq / static_cast<double>(len)));
 }
 
