@@ -1,5 +1,6 @@
 // Under bagua-run -n N: bagua_quantized_allreduce.
-//   flat | hier   (hier: BAGUA_HOST_ID puts ranks 2k and 2k+1 on one logical host)
+//   flat | hier | netns   (hier: BAGUA_HOST_ID puts ranks 2k and 2k+1 on one logical host; netns: the
+//   same layout from real test-bed hosts, 2 ranks per host, over shaped links)
 // Oracles (every rank regenerates every rank's input from its seed, so each checks the whole result):
 //  - identical: all ranks' outputs hash the same (allreduce of the hash with MIN and MAX).
 //  - error bound, per min-max chunk of the owner's block, L = 2^b - 1, R_r = range of rank r's chunk:
@@ -367,8 +368,8 @@ void check_bad_input(bagua_comm_t comm) {
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "flat";
-  g_hier = mode == "hier";
-  if (g_hier) {  // ranks 2k, 2k+1 share a logical host
+  g_hier = mode == "hier" || mode == "netns";
+  if (mode == "hier") {  // ranks 2k, 2k+1 share a logical host
     std::string id = "qhost" + std::to_string(mp_env_int("BAGUA_RANK") / 2);
     setenv("BAGUA_HOST_ID", id.c_str(), 1);
   }
