@@ -65,15 +65,14 @@ void ScheduleOp::post_round(Transport& transport) {
 }
 
 namespace {
-// The operation whose `during` steps are running on this thread, for progress_in_flight().
-thread_local ScheduleOp* t_overlapping = nullptr;
-thread_local Transport* t_overlapping_transport = nullptr;
+thread_local const std::function<void()>* t_progress_hook = nullptr;
 }  // namespace
 
+ProgressHook::ProgressHook(const std::function<void()>& hook) : previous_(t_progress_hook) { t_progress_hook = &hook; }
+ProgressHook::~ProgressHook() { t_progress_hook = previous_; }
+
 void progress_in_flight() {
-  ScheduleOp* op = t_overlapping;
-  if (op == nullptr) return;
-  for (Transfer& transfer : op->transfers_) op->poll(*t_overlapping_transport, transfer);
+  if (t_progress_hook) (*t_progress_hook)();
 }
 
 void ScheduleOp::advance(Transport& transport) {
@@ -86,10 +85,10 @@ void ScheduleOp::advance(Transport& transport) {
     if (!posted_) {
       post_round(transport);
       if (!rounds[round_].during.empty()) {
-        struct Overlap {
-          Overlap(ScheduleOp* op, Transport* t) { t_overlapping = op, t_overlapping_transport = t; }
-          ~Overlap() { t_overlapping = nullptr, t_overlapping_transport = nullptr; }
-        } overlap(this, &transport);
+        std::function<void()> poll_in_flight = [this, &transport] {
+          for (Transfer& transfer : transfers_) poll(transport, transfer);
+        };
+        ProgressHook hook(poll_in_flight);
         run_steps(rounds[round_].during);
       }
     }

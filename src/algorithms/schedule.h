@@ -78,9 +78,19 @@ struct Round {
   std::vector<LocalStep> after;
 };
 
-// For long local work in a `during` step: advances the transfers in flight between pieces of it.
-// Outside a running ScheduleOp it does nothing.
+// For long local work that overlaps transfers: advances them between pieces of the work. The operation
+// running the work installs what that means with a ProgressHook; without one it does nothing.
 void progress_in_flight();
+class ProgressHook {
+ public:
+  explicit ProgressHook(const std::function<void()>& hook);
+  ~ProgressHook();
+  ProgressHook(const ProgressHook&) = delete;
+  ProgressHook& operator=(const ProgressHook&) = delete;
+
+ private:
+  const std::function<void()>* previous_;
+};
 
 // What every schedule needs to know to post and reduce.
 struct ScheduleContext {
@@ -146,7 +156,6 @@ class ScheduleOp : public Operation {
 
  private:
   void post_round(Transport& transport);
-  friend void progress_in_flight();
   void run_steps(const std::vector<LocalStep>& steps);
 
   std::unique_ptr<Schedule> schedule_;
