@@ -5,6 +5,7 @@
 //   --algorithm allreduce|bytegrad|qadam|onebit_adam|decentralized|lpdec|async
 //   --optimizer sgd|adam   --lr X   --epochs N   --batch B (global, split across ranks)   --hidden H
 //   --bucket-mb M   --no-overlap   --topology ring|onepeer   --warmup S (qadam, onebit_adam)   --seed S
+//   --staleness K (async: at most K local steps per averaging round, default 4)
 //
 // Gradient algorithms (allreduce, bytegrad, and qadam/onebit_adam on momentum) cut the flat gradient into
 // buckets from the end (the last layer's gradients exist first) and hand each to a communication thread as
@@ -39,7 +40,7 @@ void check(bagua_status_t s, const char* what) {
 struct Options {
   std::string algorithm = "allreduce", optimizer = "", topology = "onepeer";
   float lr = 0;
-  int epochs = 8, batch = 256, hidden = 256, features = 32, classes = 8, warmup = 40;
+  int epochs = 8, batch = 256, hidden = 256, features = 32, classes = 8, warmup = 40, staleness = 4;
   int train_samples = 16384, test_samples = 4096;
   double bucket_mb = 0.01;
   bool overlap = true;
@@ -267,6 +268,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--batch") o.batch = std::stoi(value());
     else if (a == "--hidden") o.hidden = std::stoi(value());
     else if (a == "--warmup") o.warmup = std::stoi(value());
+    else if (a == "--staleness") o.staleness = std::max(1, std::stoi(value()));
     else if (a == "--bucket-mb") o.bucket_mb = std::stod(value());
     else if (a == "--no-overlap") o.overlap = false;
     else if (a == "--seed") o.seed = std::stoull(value());
@@ -412,7 +414,22 @@ int main(int argc, char** argv) {
           model.w[i] -= o.lr * mhat / (std::sqrt(vhat) + eps);
         }
       }
-      if (async) CHECK(bagua_async_average_unlock(async));
+      if (async) {
+        CHECK(bagua_async_average_unlock(async));
+        // Bounded staleness: at most --staleness local steps per averaging round. Where ranks outnumber
+        // cores the averaging thread can starve, and models trained apart too long average badly.
+        uint64_t rounds = 0;
+        CHECK(bagua_async_average_stats(async, &rounds));
+        auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (step + 1 > static_cast<uint64_t>(o.staleness) * (rounds + 1)) {
+          if (std::chrono::steady_clock::now() > give_up) {
+            std::fprintf(stderr, "bagua_trainer: the averaging thread made no progress for 60 s\n");
+            return 1;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          CHECK(bagua_async_average_stats(async, &rounds));
+        }
+      }
       if (topo) CHECK(bagua_neighbor_allreduce(model.w.data(), model.w.data(), p, BAGUA_FLOAT32, topo, step, comm, nullptr));
       if (lpdec) CHECK(bagua_lpdec_step(lpdec, model.w.data()));
     }
