@@ -142,18 +142,22 @@ struct QuantizedWork {
   // The owner's sum, input by input as they arrive (own block first), then its compressed form.
   void owner_begin() { std::memcpy(acc, x + offset(group.index), length(group.index) * sizeof(float)); }
   void owner_add(int j) { codec.decompress_accumulate(in[j], length(group.index), acc); }
-  void owner_finish() {
-    codec.compress(acc, length(group.index), owner_error, key(offset(group.index)), mine);
+  // Elements [e0, e1) of my block (e0 on a chunk boundary), compressed into their place in `mine`.
+  void owner_compress(size_t e0, size_t e1) {
+    codec.compress(acc + e0, e1 - e0, owner_error ? owner_error + e0 : nullptr, key(offset(group.index) + e0),
+                   mine + codec.compressed_bytes(e0));
   }
-  // Everyone decompresses the same bytes (the owner its own `mine` too): bit-identical outputs.
-  void finish_block(int j) {
+  // Elements [e0, e1) of block j (e0 on a chunk boundary) into the output. Everyone decompresses the same
+  // bytes (the owner its own `mine` too): bit-identical outputs.
+  void finish_range(int j, size_t e0, size_t e1) {
     const bool f32 = dtype == BAGUA_FLOAT32;
-    const size_t off = offset(j), n = length(j);
+    const size_t off = offset(j) + e0, n = e1 - e0;
+    if (n == 0) return;
     float* out = (f32 ? static_cast<float*>(recvbuf) : x) + off;
     if (m() == 1) {
       if (out != x + off) std::memmove(out, x + off, n * sizeof(float));
     } else {
-      codec.decompress(j == group.index ? mine : block[j], n, out);
+      codec.decompress((j == group.index ? mine : block[j]) + codec.compressed_bytes(e0), n, out);
     }
     if (avg) divide_by(out, n, BAGUA_FLOAT32, comm->size());
     if (!f32) cast_from_float(out, n, static_cast<uint8_t*>(recvbuf) + off * datatype_size(dtype), dtype);
@@ -277,47 +281,55 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     if (own_count == 0) continue;
     if (r == 0) round.during.push_back(timed([work] { work->owner_begin(); }));
     else round.during.push_back(timed([work, j = from(shifts[r - 1])] { work->owner_add(j); }));
-    if (r + 1 == steps) {
-      round.after.push_back(timed([work, j = from(k)] { work->owner_add(j); }));
-      round.after.push_back(timed([work] { work->owner_finish(); }));
-    }
+    if (r + 1 == steps) round.after.push_back(timed([work, j = from(k)] { work->owner_add(j); }));
   }
   // Allgather of the owners' compressed results: a ring pipelined in pieces. Block j starts at its owner;
   // at step s rank g forwards block g - s to g + 1. Piece p of step s moves in round s + p, so a rank
-  // forwards each piece the round after it arrived and each link carries one stream.
+  // forwards each piece the round after it arrived and each link carries one stream. Pieces are whole
+  // chunks: the owner compresses piece p just before it leaves, and every rank decompresses a piece in the
+  // round after it arrived.
   size_t largest = 0;
   for (int j = 0; j < m; ++j) largest = std::max(largest, codec.compressed_bytes(w->length(j)));
   const int pieces = static_cast<int>(std::min<size_t>(16, std::max<size_t>(1, largest / kPieceMinBytes)));
   const int ring_rounds = m > 1 ? m - 2 + pieces : 1;
-  auto piece_range = [pieces](size_t bytes, int p) {
-    return std::make_pair(bytes * p / pieces, bytes * (p + 1) / pieces);
+  auto piece_elems = [&](int j, int p) {  // elements [e0, e1) of block j in piece p, e0 on a chunk boundary
+    const size_t n = w->length(j), chunks = (n + codec.chunk() - 1) / codec.chunk();
+    return std::make_pair(std::min(n, chunks * p / pieces * codec.chunk()),
+                          std::min(n, chunks * (p + 1) / pieces * codec.chunk()));
   };
   const size_t first_gather_round = s->rounds().size();
   for (int t = 0; t < ring_rounds; ++t) s->round();
+  auto gather_round = [&](int t) -> Round& { return s->rounds()[first_gather_round + t]; };
+  // Work for the round after round t (its `during`), or after the last round.
+  auto after_round = [&](int t, LocalStep step) {
+    if (t + 1 < ring_rounds) gather_round(t + 1).during.push_back(std::move(step));
+    else gather_round(t).after.push_back(std::move(step));
+  };
   if (exchanges) {
     const int next = grp.members[to(1)], prev = grp.members[from(1)];
+    for (int p = 0; p < pieces; ++p) {  // my block: compress piece p before round p, decompress it after
+      auto [e0, e1] = piece_elems(g, p);
+      LocalStep compress = timed([work, e0 = e0, e1 = e1] { work->owner_compress(e0, e1); });
+      if (p == 0) s->rounds()[first_gather_round - 1].after.push_back(std::move(compress));
+      else gather_round(p - 1).during.push_back(std::move(compress));
+      after_round(p, timed([work, g, e0 = e0, e1 = e1] { work->finish_range(g, e0, e1); }));
+    }
     for (int step = 0; step <= m - 2; ++step) {
       const int send_block = (g - step + m) % m, recv_block = (g - step - 1 + m) % m;
       uint8_t* send_data = send_block == g ? w->mine : w->block[send_block];
-      const size_t send_bytes = codec.compressed_bytes(w->length(send_block));
-      const size_t recv_bytes = codec.compressed_bytes(w->length(recv_block));
       for (int p = 0; p < pieces; ++p) {
-        Round& round = s->rounds()[first_gather_round + step + p];
-        auto [sb, se] = piece_range(send_bytes, p);
-        auto [rb, re] = piece_range(recv_bytes, p);
+        Round& round = gather_round(step + p);
+        auto [s0, s1] = piece_elems(send_block, p);
+        auto [r0, r1] = piece_elems(recv_block, p);
+        size_t sb = codec.compressed_bytes(s0), se = codec.compressed_bytes(s1);
+        size_t rb = codec.compressed_bytes(r0), re = codec.compressed_bytes(r1);
         if (se > sb) round.sends.push_back({next, send_data + sb, se - sb});
         if (re > rb) round.recvs.push_back({prev, w->block[recv_block] + rb, re - rb});
+        after_round(step + p, timed([work, recv_block, r0 = r0, r1 = r1] { work->finish_range(recv_block, r0, r1); }));
       }
-      // Block recv_block is complete after round step + pieces - 1: decompress it while the next one moves.
-      const size_t complete = first_gather_round + step + pieces - 1;
-      if (complete + 1 < first_gather_round + ring_rounds)
-        s->rounds()[complete + 1].during.push_back(timed([work, recv_block] { work->finish_block(recv_block); }));
-      else
-        s->rounds()[complete].after.push_back(timed([work, recv_block] { work->finish_block(recv_block); }));
     }
-    s->rounds()[first_gather_round].during.push_back(timed([work, g] { work->finish_block(g); }));
   }
-  if (member && !exchanges) s->then(timed([work] { work->finish_block(0); }));
+  if (member && !exchanges) s->then(timed([work, n = count] { work->finish_range(0, 0, n); }));
   if (grp.hierarchical) {  // the result to the host's other ranks
     Round& spread = s->round();
     if (member) {
