@@ -1,5 +1,6 @@
 // Under bagua-run -n N: gossip averaging, low-precision decentralized SGD and asynchronous averaging.
-//   flat | hier   (hier: BAGUA_HOST_ID puts ranks 2k and 2k+1 on one logical host; needs an even N)
+//   flat | hier | netns   (hier: BAGUA_HOST_ID puts ranks 2k and 2k+1 on one logical host, needs an even N;
+//   netns: the same layout from real test-bed hosts, 2 ranks per host)
 // Oracles:
 //  - one step on x_r = r + (i mod 3) against the documented weights, written out here independently of the
 //    library (ring 1/3, exponential 1/(1+deg), one-peer exponential 1/2, shift-one 1/2, full 1/n), within 2 ulp;
@@ -389,8 +390,8 @@ void check_async(bagua_comm_t comm) {
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "flat";
-  g_hier = mode == "hier";
-  if (g_hier) {
+  g_hier = mode == "hier" || mode == "netns";
+  if (mode == "hier") {
     std::string id = "ghost" + std::to_string(mp_env_int("BAGUA_RANK") / 2);
     setenv("BAGUA_HOST_ID", id.c_str(), 1);
   }
