@@ -264,7 +264,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--optimizer") o.optimizer = value();
     else if (a == "--topology") o.topology = value();
     else if (a == "--lr") o.lr = std::stof(value());
-    else if (a == "--epochs") o.epochs = std::stoi(value());
+    else if (a == "--epochs") o.epochs = std::max(1, std::stoi(value()));
     else if (a == "--batch") o.batch = std::stoi(value());
     else if (a == "--hidden") o.hidden = std::stoi(value());
     else if (a == "--warmup") o.warmup = std::stoi(value());
@@ -296,14 +296,25 @@ uint64_t fnv1a(const void* p, size_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+  Options o;
+  try {
+    o = parse(argc, argv);
+  } catch (const std::exception&) {
+    std::fprintf(stderr, "bagua_trainer: a numeric option has a value that is not a number\n");
+    return 2;
+  }
+  if (o.hidden <= 0 || o.bucket_mb <= 0 || o.lr <= 0) {
+    std::fprintf(stderr, "bagua_trainer: --hidden, --bucket-mb and --lr must be positive\n");
+    return 2;
+  }
   bagua_comm_t comm;
   CHECK(bagua_comm_init_from_env(&comm));
   int rank, n;
   CHECK(bagua_comm_rank(comm, &rank));
   CHECK(bagua_comm_size(comm, &n));
-  if (o.batch % n != 0) {
-    std::fprintf(stderr, "bagua_trainer: --batch %d must be a multiple of the %d ranks\n", o.batch, n);
+  if (o.batch <= 0 || o.batch % n != 0 || o.batch > o.train_samples) {
+    std::fprintf(stderr, "bagua_trainer: --batch %d must be a positive multiple of the %d ranks, at most %d\n", o.batch,
+                 n, o.train_samples);
     return 2;
   }
   const Dataset train = make_data(o, o.train_samples, o.seed * 31 + 1), test = make_data(o, o.test_samples, o.seed * 31 + 2);
@@ -442,7 +453,10 @@ int main(int argc, char** argv) {
     double loss = loss_sum / steps_per_epoch;
     CHECK(bagua_allreduce(&loss, &loss, 1, BAGUA_FLOAT64, BAGUA_AVG, comm, nullptr));
     size_t shard = test.size() / n, correct;
-    model.accuracy(test, rank * shard, (rank + 1) * shard, &correct);
+    if (async) CHECK(bagua_async_average_lock(async));  // the averaging thread writes the weights
+    Mlp evaluated = model;
+    if (async) CHECK(bagua_async_average_unlock(async));
+    evaluated.accuracy(test, rank * shard, (rank + 1) * shard, &correct);
     double counts[2] = {static_cast<double>(correct), static_cast<double>(shard)};
     CHECK(bagua_allreduce(counts, counts, 2, BAGUA_FLOAT64, BAGUA_SUM, comm, nullptr));
     double acc = counts[0] / counts[1];

@@ -322,7 +322,8 @@ BAGUA_API bagua_status_t bagua_ineighbor_allreduce(const void* sendbuf, void* re
 BAGUA_API bagua_status_t bagua_topology_set_hierarchical(bagua_topology_t topo, int hierarchical);
 
 /* Low-precision decentralized SGD (BAGUA's ring algorithm): each rank keeps replicas of itself and of both
- * ring neighbours and exchanges min-max compressed differences. x: count FLOAT32 weights. */
+ * ring neighbours and exchanges compressed differences (cfg: any kind, min-max by default; its hierarchical
+ * field is ignored). x: count FLOAT32 weights. */
 typedef struct bagua_lpdec* bagua_lpdec_t;
 BAGUA_API bagua_status_t bagua_lpdec_create(bagua_comm_t comm, size_t count, const bagua_compression_t* cfg,
                                             const float* initial, bagua_lpdec_t* lpdec);
@@ -337,7 +338,8 @@ BAGUA_API bagua_status_t bagua_lpdec_destroy(bagua_lpdec_t lpdec);
 typedef struct bagua_async_average* bagua_async_average_t;
 BAGUA_API bagua_status_t bagua_async_average_start(bagua_comm_t comm, void* buf, size_t count, bagua_datatype_t dtype,
                                                    int interval_ms, bagua_async_average_t* handle);
-/* Guard the caller's updates of buf against the background thread's. */
+/* Guard the caller's updates of buf (and its reads that must not tear) against the background thread's.
+ * Unlock from a thread that does not hold the lock, or stop while holding it: BAGUA_ERR_INVALID_USAGE. */
 BAGUA_API bagua_status_t bagua_async_average_lock(bagua_async_average_t handle);
 BAGUA_API bagua_status_t bagua_async_average_unlock(bagua_async_average_t handle);
 BAGUA_API bagua_status_t bagua_async_average_stats(bagua_async_average_t handle, uint64_t* rounds);

@@ -86,6 +86,7 @@ void ScheduleOp::advance(Transport& transport) {
       post_round(transport);
       if (!rounds[round_].during.empty()) {
         std::function<void()> poll_in_flight = [this, &transport] {
+          transport.progress();
           for (Transfer& transfer : transfers_) poll(transport, transfer);
         };
         ProgressHook hook(poll_in_flight);

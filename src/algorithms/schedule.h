@@ -83,7 +83,8 @@ struct Round {
 void progress_in_flight();
 class ProgressHook {
  public:
-  explicit ProgressHook(const std::function<void()>& hook);
+  explicit ProgressHook(const std::function<void()>& hook);  // hook must outlive this object
+  explicit ProgressHook(std::function<void()>&&) = delete;
   ~ProgressHook();
   ProgressHook(const ProgressHook&) = delete;
   ProgressHook& operator=(const ProgressHook&) = delete;

@@ -83,6 +83,7 @@ bagua_status_t bagua_qstate_residual(bagua_qstate_t state, float* residual, size
     require_pointer(residual, "residual");
     if (count != state->impl->count())
       fail(BAGUA_ERR_INVALID_ARGUMENT, "count {} differs from the state's {}", count, state->impl->count());
+    if (state->impl->busy) fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
     state->impl->residual(residual);
   });
 }

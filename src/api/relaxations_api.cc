@@ -227,7 +227,7 @@ bagua_status_t bagua_async_average_stop(bagua_async_average_t handle) {
   return guarded(parent, "bagua_async_average_stop", [&]() -> bagua_status_t {
     require_pointer(handle, "handle");
     std::string message;
-    bagua_status_t status = handle->impl->stop(&message);
+    bagua_status_t status = handle->impl->stop(&message);  // refused (handle kept) while the caller holds the lock
     delete handle;
     if (status != BAGUA_SUCCESS) fail(status, "the averaging thread failed: {}", message);
     return BAGUA_SUCCESS;

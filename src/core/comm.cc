@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <new>
 #include <thread>
 
 #include <sched.h>
@@ -273,6 +274,12 @@ void Comm::progress_all() {
       // Any failure after an operation has posted transfers leaves the ranks out of step and transfers
       // pointing at user memory: poison, which cancels and tears them down (argument errors never get here).
       fail_everything(abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status(), e.what());
+      return;
+    } catch (const std::bad_alloc&) {  // e.g. scratch of a local step: same reasoning, a system error
+      fail_everything(BAGUA_ERR_SYSTEM, fmt::format("{}: out of memory", op->description()));
+      return;
+    } catch (const std::exception& e) {
+      fail_everything(BAGUA_ERR_INTERNAL, fmt::format("{}: internal error: {}", op->description(), e.what()));
       return;
     }
   }

@@ -17,10 +17,27 @@ AsyncAverager::AsyncAverager(std::unique_ptr<Comm> comm, void* buf, size_t count
 
 AsyncAverager::~AsyncAverager() {
   if (thread_.joinable()) {
-    stop_requested_ = true;
+    {
+      std::lock_guard<std::mutex> guard(wake_mutex_);
+      stop_requested_ = true;
+    }
     wake_.notify_all();
     thread_.join();
   }
+}
+
+void AsyncAverager::lock() {
+  if (holder_.load() == std::this_thread::get_id())
+    fail(BAGUA_ERR_INVALID_USAGE, "this thread already holds the averaging lock");
+  user_mutex_.lock();
+  holder_ = std::this_thread::get_id();
+}
+
+void AsyncAverager::unlock() {
+  if (holder_.load() != std::this_thread::get_id())
+    fail(BAGUA_ERR_INVALID_USAGE, "this thread does not hold the averaging lock");
+  holder_ = std::thread::id{};
+  user_mutex_.unlock();
 }
 
 template <typename T>
@@ -64,6 +81,8 @@ void AsyncAverager::run() {
 }
 
 bagua_status_t AsyncAverager::stop(std::string* message) {
+  if (holder_.load() == std::this_thread::get_id())
+    fail(BAGUA_ERR_INVALID_USAGE, "stop while holding the averaging lock would wait forever: unlock first");
   {
     std::lock_guard<std::mutex> guard(wake_mutex_);
     stop_requested_ = true;

@@ -20,8 +20,10 @@ class AsyncAverager {
  public:
   AsyncAverager(std::unique_ptr<Comm> comm, void* buf, size_t count, bagua_datatype_t dtype, int interval_ms);
   ~AsyncAverager();
-  void lock() { user_mutex_.lock(); }
-  void unlock() { user_mutex_.unlock(); }
+  // The caller's guard around its updates. unlock() by a thread that does not hold it, or stop() while
+  // holding it, is refused (INVALID_USAGE): stop() would wait forever for the averaging thread.
+  void lock();
+  void unlock();
   uint64_t rounds() const { return rounds_.load(); }
   // Votes to stop, waits for the thread; returns its error status (and message) if it failed.
   bagua_status_t stop(std::string* message);
@@ -37,6 +39,7 @@ class AsyncAverager {
   bagua_datatype_t dtype_;
   int interval_ms_;
   std::mutex user_mutex_;
+  std::atomic<std::thread::id> holder_{};
   std::mutex wake_mutex_;
   std::condition_variable wake_;
   std::atomic<bool> stop_requested_{false};

@@ -11,12 +11,15 @@ namespace bagua {
 
 Codec Codec::from_config(const bagua_compression_t* cfg) {
   if (cfg == nullptr) fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg is NULL (start from BAGUA_COMPRESSION_INITIALIZER)");
+  // size, magic, version in that order: a bad size means nothing after it may be read.
+  if (cfg->size < sizeof(bagua_compression_t) || cfg->size > (1u << 20))
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->size {} is not a bagua_compression_t size (the first version has {} bytes)",
+         cfg->size, sizeof(bagua_compression_t));
   if (cfg->magic != BAGUA_COMPRESSION_MAGIC)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->magic is {:#x}, not BAGUA_COMPRESSION_MAGIC: start from BAGUA_COMPRESSION_INITIALIZER",
          cfg->magic);
-  if (cfg->size < sizeof(bagua_compression_t))
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->size {} is smaller than the first version of bagua_compression_t ({} bytes)",
-         cfg->size, sizeof(bagua_compression_t));
+  if (cfg->version < BAGUA_VERSION(0, 1, 0))
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->version {} predates bagua_compression_t", cfg->version);
   Codec c;
   switch (cfg->kind) {
     case BAGUA_COMPRESS_MINMAX:

@@ -71,13 +71,18 @@ namespace {
 
 size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
-// Carves one scratch allocation into pieces (sizes first, then addresses).
+// Carves one scratch allocation into pieces (sizes first, then addresses); sizes are checked for overflow.
 class ScratchPlan {
  public:
   size_t add(size_t bytes) {
+    if (bytes > SIZE_MAX / 2 - total_) fail(BAGUA_ERR_INVALID_ARGUMENT, "quantized allreduce scratch overflows size_t");
     size_t at = total_;
     total_ += aligned(bytes);
     return at;
+  }
+  static size_t times(size_t a, size_t b) {
+    if (b != 0 && a > SIZE_MAX / 2 / b) fail(BAGUA_ERR_INVALID_ARGUMENT, "quantized allreduce scratch overflows size_t");
+    return a * b;
   }
   size_t total() const { return total_; }
 
@@ -178,15 +183,19 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   w->dtype = a.dtype;
   w->avg = a.op == BAGUA_AVG;
   const QuantizedGroup& grp = w->group;
-  ScheduleContext ctx{comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(), TagKind::kQuantized,
-                      a.dtype, a.op, 0, 0, {}, {}};
-  w->step = state ? state->next_step() : ctx.sequence;
-  w->worker_error = state ? state->worker_error() : nullptr;
-  w->owner_error = state ? state->owner_error() : nullptr;
-  auto s = std::make_unique<Schedule>(ctx);
-  std::string description = fmt::format("quantized_allreduce #{} ({} x {}, {}{})", ctx.sequence, a.count,
-                                        datatype_name(a.dtype), codec.describe(), grp.hierarchical ? ", hierarchical" : "");
-  if (a.count == 0) return std::make_unique<ScheduleOp>(BAGUA_OPKIND_QUANTIZED_ALLREDUCE, description, std::move(s));
+  auto context = [&] {  // taken last: nothing may fail after this rank has used up a sequence number
+    return ScheduleContext{comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(), TagKind::kQuantized,
+                           a.dtype, a.op, 0, 0, {}, {}};
+  };
+  auto describe = [&](uint64_t sequence) {
+    return fmt::format("quantized_allreduce #{} ({} x {}, {}{})", sequence, a.count, datatype_name(a.dtype),
+                       codec.describe(), grp.hierarchical ? ", hierarchical" : "");
+  };
+  if (a.count == 0) {
+    ScheduleContext ctx = context();
+    return std::make_unique<ScheduleOp>(BAGUA_OPKIND_QUANTIZED_ALLREDUCE, describe(ctx.sequence),
+                                        std::make_unique<Schedule>(ctx));
+  }
 
   const size_t count = a.count, elem = datatype_size(a.dtype);
   const int m = w->m(), g = grp.index;
@@ -196,8 +205,8 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
 
   // One scratch area: x, the host's inputs, compressed blocks out and in, my reduced block.
   ScratchPlan plan;
-  size_t x_at = plan.add(w->own_x ? count * sizeof(float) : 0);
-  size_t local_at = plan.add(static_cast<size_t>(nlocal) * count * elem);
+  size_t x_at = plan.add(w->own_x ? ScratchPlan::times(count, sizeof(float)) : 0);
+  size_t local_at = plan.add(ScratchPlan::times(static_cast<size_t>(nlocal), ScratchPlan::times(count, elem)));
   std::vector<size_t> block_at(m), in_at(m);
   size_t mine_at = 0, acc_at = 0;
   const size_t own_count = member ? w->length(g) : 0;
@@ -208,16 +217,27 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
       in_at[j] = plan.add(codec.compressed_bytes(own_count));
     }
     mine_at = plan.add(codec.compressed_bytes(own_count));
-    acc_at = plan.add(own_count * sizeof(float));
+    acc_at = plan.add(ScratchPlan::times(own_count, sizeof(float)));
   }
   uint8_t* base;
+  std::shared_ptr<uint8_t[]> own_scratch;
   if (state) {
     if (state->scratch().size() < plan.total()) state->scratch().resize(plan.total());
     base = state->scratch().data();
+  } else {
+    own_scratch.reset(new uint8_t[std::max<size_t>(plan.total(), 1)]);
+    base = own_scratch.get();
+  }
+  ScheduleContext ctx = context();
+  auto s = std::make_unique<Schedule>(ctx);
+  std::string description = describe(ctx.sequence);
+  w->step = state ? state->next_step() : ctx.sequence;
+  w->worker_error = state ? state->worker_error() : nullptr;
+  w->owner_error = state ? state->owner_error() : nullptr;
+  if (own_scratch) s->hold(own_scratch);
+  if (state) {
     state->busy = true;
     s->hold(std::shared_ptr<void>(nullptr, [state](void*) { state->busy = false; }));
-  } else {
-    base = s->scratch(plan.total());
   }
   w->x = w->own_x ? reinterpret_cast<float*>(base + x_at) : const_cast<float*>(static_cast<const float*>(a.sendbuf));
   w->local_in = base + local_at;

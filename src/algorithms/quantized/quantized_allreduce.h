@@ -6,6 +6,7 @@
 // inputs at full precision and finally sends the result to them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -43,7 +44,7 @@ class QuantizedState {
   float* owner_error() { return owner_error_.empty() ? nullptr : owner_error_.data(); }
   uint64_t next_step() { return step_++; }
   std::vector<uint8_t>& scratch() { return scratch_; }
-  bool busy = false;  // an operation using this state is in flight
+  std::atomic<bool> busy{false};  // an operation using this state is in flight (cleared by whichever thread frees it)
 
  private:
   const Comm* comm_;

@@ -37,26 +37,26 @@ __global__ void sign_pack_kernel(const float* x, float* error, size_t count, siz
                                  uint8_t* out) {
   size_t chunks = (count + chunk - 1) / chunk;
   size_t full_block = sign_block_bytes(chunk);
-  size_t c = blockIdx.y;
-  if (c >= chunks) return;
-  size_t begin = c * chunk;
-  size_t len = count - begin < chunk ? count - begin : chunk;
-  uint8_t* block = out + c * full_block;
-  float scale = scales[c];
-  if (blockIdx.x == 0 && threadIdx.x == 0) memcpy(block, &scale, 4);
-  size_t nbytes = sign_block_bytes(len) - 4;
-  for (size_t byte = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; byte < nbytes;
-       byte += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    uint32_t bits = 0;
-    for (size_t k = 0; k < 8; ++k) {
-      size_t i = byte * 8 + k;
-      if (i >= len) break;
-      float t = x[begin + i] + (error ? error[begin + i] : 0.0f);
-      bool positive = !(t < 0.0f);
-      if (positive) bits |= 1u << k;
-      if (error) error[begin + i] = t - (positive ? scale : -scale);
+  for (size_t c = blockIdx.y; c < chunks; c += gridDim.y) {  // grid y is capped at 65535: stride over chunks
+    size_t begin = c * chunk;
+    size_t len = count - begin < chunk ? count - begin : chunk;
+    uint8_t* block = out + c * full_block;
+    float scale = scales[c];
+    if (blockIdx.x == 0 && threadIdx.x == 0) memcpy(block, &scale, 4);
+    size_t nbytes = sign_block_bytes(len) - 4;
+    for (size_t byte = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; byte < nbytes;
+         byte += static_cast<size_t>(gridDim.x) * blockDim.x) {
+      uint32_t bits = 0;
+      for (size_t k = 0; k < 8; ++k) {
+        size_t i = byte * 8 + k;
+        if (i >= len) break;
+        float t = x[begin + i] + (error ? error[begin + i] : 0.0f);
+        bool positive = !(t < 0.0f);
+        if (positive) bits |= 1u << k;
+        if (error) error[begin + i] = t - (positive ? scale : -scale);
+      }
+      block[4 + byte] = static_cast<uint8_t>(bits);
     }
-    block[4 + byte] = static_cast<uint8_t>(bits);
   }
 }
 
@@ -162,7 +162,7 @@ void sign_compress(const float* x, size_t count, size_t chunk, float* error, uin
   float* scales = nullptr;
   if (cudaMallocAsync(&scales, chunks * sizeof(float), s) != cudaSuccess) fail(BAGUA_ERR_CUDA, "cudaMallocAsync failed");
   sign_scale_kernel<<<static_cast<unsigned>((chunks + 127) / 128), 128, 0, s>>>(x, error, count, chunk, scales);
-  dim3 grid(static_cast<unsigned>(((chunk + 7) / 8 + 255) / 256), static_cast<unsigned>(chunks));
+  dim3 grid(static_cast<unsigned>(((chunk + 7) / 8 + 255) / 256), static_cast<unsigned>(chunks < 65535 ? chunks : 65535));
   sign_pack_kernel<<<grid, 256, 0, s>>>(x, error, count, chunk, scales, out);
   cudaFreeAsync(scales, s);
   check("CUDA sign compress");
