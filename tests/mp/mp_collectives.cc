@@ -424,6 +424,18 @@ void shaped(bagua_comm_t comm) {
   MP_OK(bagua_barrier(comm, nullptr));
 }
 
+// Large allreduces (blocks of several 512 KiB pieces in the pipelined group allreduce), with whatever
+// BAGUA_ALGO the test bed run forces; exact as everywhere else.
+void large_allreduce(bagua_comm_t comm) {
+  long before = g_cases;
+  for (size_t count : {size_t(2 << 20) + 3, size_t(4) << 20})
+    for (bagua_datatype_t t : {BAGUA_FLOAT32, BAGUA_INT32})
+      for (bagua_redop_t op : {BAGUA_SUM, BAGUA_AVG})
+        for (int place = 0; place < 2; ++place) run_case(comm, Case{Collective::kAllreduce, t, op, count, place == 1, 0, false});
+  if (g_rank == 0) std::printf("large allreduce: %ld cases exact (BAGUA_ALGO=%s)\n", g_cases - before,
+                               std::getenv("BAGUA_ALGO") ? std::getenv("BAGUA_ALGO") : "auto");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -442,6 +454,8 @@ int main(int argc, char** argv) {
   } else if (mode == "netns") {
     netns(comm);
     hierarchical(comm);
+  } else if (mode == "large") {
+    large_allreduce(comm);
   } else if (mode == "shaped") {
     shaped(comm);
   }
