@@ -309,6 +309,21 @@ void check_nonblocking(bagua_comm_t comm) {
   MP_OK(bagua_iquantized_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, &req));
   MP_OK(bagua_wait(req));
   MP_CHECK(out == blocking);
+  // A state in use by a request in flight: every use of it is refused without side effects until it ends.
+  bagua_compression_t ef = cfg;
+  ef.error_feedback = 1;
+  bagua_qstate_t state;
+  MP_OK(bagua_qstate_create(comm, count, BAGUA_FLOAT32, &ef, &state));
+  MP_OK(bagua_iquantized_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &ef, state, comm, &req));
+  std::vector<float> other(count), residual(count);
+  MP_CHECK(bagua_quantized_allreduce(x.data(), other.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &ef, state, comm,
+                                     nullptr) == BAGUA_ERR_INVALID_USAGE);
+  MP_CHECK(bagua_qstate_residual(state, residual.data(), count) == BAGUA_ERR_INVALID_USAGE);
+  MP_CHECK(bagua_qstate_destroy(state) == BAGUA_ERR_INVALID_USAGE);
+  MP_OK(bagua_wait(req));
+  MP_CHECK(out == blocking);  // the first step with error feedback sends what the stateless call sends
+  MP_OK(bagua_qstate_residual(state, residual.data(), count));
+  MP_OK(bagua_qstate_destroy(state));
   // hierarchical = auto picks the hierarchical form exactly when hosts hold several ranks (here: hier mode).
   cfg.hierarchical = BAGUA_HIERARCHICAL_AUTO;
   MP_OK(bagua_quantized_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, nullptr));
