@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <memory>
 
 #include "algorithms/operation.h"
@@ -18,6 +19,8 @@ namespace bagua {
 // count elements of dtype in bytes (times multiplier); INVALID_ARGUMENT for a bad dtype or an overflow.
 size_t checked_bytes(size_t count, bagua_datatype_t dtype, const char* what, size_t multiplier = 1);
 void check_redop(bagua_redop_t op);
+// dtype must be one of `allowed`; `what` names the call ("quantized allreduce") in the message.
+void check_dtype_in(bagua_datatype_t dtype, std::initializer_list<bagua_datatype_t> allowed, const char* what);
 // NULL with bytes > 0, or device memory (not supported yet), is refused.
 void check_buffer(const void* buf, size_t bytes, const char* name);
 void check_rank(const Comm& comm, int rank, const char* what);

@@ -35,6 +35,16 @@ size_t checked_bytes(size_t count, bagua_datatype_t dtype, const char* what, siz
   return count * size * multiplier;
 }
 
+void check_dtype_in(bagua_datatype_t dtype, std::initializer_list<bagua_datatype_t> allowed, const char* what) {
+  if (!valid_datatype(dtype)) fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
+  std::string names;
+  for (bagua_datatype_t t : allowed) {
+    if (t == dtype) return;
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", datatype_name(t));
+  }
+  fail(BAGUA_ERR_INVALID_ARGUMENT, "{} takes {}, not {}", what, names, datatype_name(dtype));
+}
+
 void check_redop(bagua_redop_t op) {
   if (!valid_redop(op)) fail(BAGUA_ERR_INVALID_ARGUMENT, "op {} is not a bagua_redop_t", static_cast<int>(op));
 }

@@ -16,9 +16,7 @@ namespace bagua {
 namespace {
 
 void check_float_dtype(bagua_datatype_t dtype) {
-  if (!valid_datatype(dtype)) fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
-  if (dtype != BAGUA_FLOAT32 && dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16)
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "quantized allreduce takes FLOAT32, FLOAT16 or BFLOAT16, not {}", datatype_name(dtype));
+  check_dtype_in(dtype, {BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_BFLOAT16}, "quantized allreduce");
 }
 
 std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbuf, void* recvbuf, size_t count,

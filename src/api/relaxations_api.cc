@@ -32,9 +32,7 @@ namespace bagua {
 namespace {
 
 void check_gossip_dtype(bagua_datatype_t dtype) {
-  if (!valid_datatype(dtype)) fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
-  if (dtype != BAGUA_FLOAT32 && dtype != BAGUA_FLOAT64)
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "averaging takes FLOAT32 or FLOAT64, not {}", datatype_name(dtype));
+  check_dtype_in(dtype, {BAGUA_FLOAT32, BAGUA_FLOAT64}, "averaging");
 }
 
 std::unique_ptr<Operation> make_neighbor(bagua_comm* handle, const void* sendbuf, void* recvbuf, size_t count,

@@ -36,3 +36,11 @@ inline int mp_env_int(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : -1;
 }
+
+// Puts ranks 2k and 2k+1 on one logical host (BAGUA_HOST_ID, read at init) for hierarchical tests on one
+// machine; call before bagua_comm_init_from_env.
+inline void mp_pair_ranks_on_logical_hosts(const char* prefix) {
+  char id[64];
+  std::snprintf(id, sizeof id, "%s%d", prefix, mp_env_int("BAGUA_RANK") / 2);
+  setenv("BAGUA_HOST_ID", id, 1);
+}

@@ -384,10 +384,7 @@ void check_bad_input(bagua_comm_t comm) {
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "flat";
   g_hier = mode == "hier" || mode == "netns";
-  if (mode == "hier") {  // ranks 2k, 2k+1 share a logical host
-    std::string id = "qhost" + std::to_string(mp_env_int("BAGUA_RANK") / 2);
-    setenv("BAGUA_HOST_ID", id.c_str(), 1);
-  }
+  if (mode == "hier") mp_pair_ranks_on_logical_hosts("qhost");
   bagua_comm_t comm;
   MP_OK(bagua_comm_init_from_env(&comm));
   MP_OK(bagua_comm_rank(comm, &g_rank));
