@@ -371,6 +371,22 @@ void check_async(bagua_comm_t comm) {
   if (g_rank == 0)
     std::printf("async averaging: %llu rounds, least squares %.4g -> %.4g\n", (unsigned long long)rounds, initial,
                 final_loss);
+  // Misuse is refused without side effects: unlock without the lock, stop while holding it (it would wait
+  // forever for the averaging thread), a second lock from the same thread.
+  {
+    std::vector<float> buf(100, 1.0f);
+    MP_OK(bagua_async_average_start(comm, buf.data(), buf.size(), BAGUA_FLOAT32, 0, &handle));
+    MP_CHECK(bagua_async_average_unlock(handle) == BAGUA_ERR_INVALID_USAGE);
+    MP_OK(bagua_async_average_lock(handle));
+    MP_CHECK(bagua_async_average_lock(handle) == BAGUA_ERR_INVALID_USAGE);
+    MP_CHECK(bagua_async_average_stop(handle) == BAGUA_ERR_INVALID_USAGE);
+    MP_CHECK(std::strstr(bagua_get_last_error(nullptr), "unlock first") != nullptr ||
+             std::strstr(bagua_get_last_error(comm), "unlock first") != nullptr);
+    MP_OK(bagua_async_average_unlock(handle));
+    MP_OK(bagua_async_average_stop(handle));
+    MP_CHECK(bagua_async_average_start(comm, buf.data(), buf.size(), BAGUA_INT32, 0, &handle) ==
+             BAGUA_ERR_INVALID_ARGUMENT);
+  }
   // 50 runs, each rank stopping after its own random delay (seeded): every run ends.
   std::mt19937 rng(4242 + g_rank);
   std::uniform_int_distribution<int> delay(0, 30);
@@ -391,10 +407,7 @@ void check_async(bagua_comm_t comm) {
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "flat";
   g_hier = mode == "hier" || mode == "netns";
-  if (mode == "hier") {
-    std::string id = "ghost" + std::to_string(mp_env_int("BAGUA_RANK") / 2);
-    setenv("BAGUA_HOST_ID", id.c_str(), 1);
-  }
+  if (mode == "hier") mp_pair_ranks_on_logical_hosts("ghost");
   bagua_comm_t comm;
   MP_OK(bagua_comm_init_from_env(&comm));
   MP_OK(bagua_comm_rank(comm, &g_rank));
