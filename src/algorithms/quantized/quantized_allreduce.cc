@@ -53,8 +53,9 @@ void QuantizedState::check_matches(const Comm& comm, size_t count, bagua_datatyp
   if (count != count_ || dtype != dtype_)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "state was created for {} x {}, not {} x {}", count_, datatype_name(dtype_), count,
          datatype_name(dtype));
-  if (codec.describe() != codec_.describe() || codec.chunk() != codec_.chunk() ||
-      codec.error_feedback() != codec_.error_feedback() || codec.hierarchical() != codec_.hierarchical())
+  if (codec.kind() != codec_.kind() || codec.bits() != codec_.bits() || codec.stochastic() != codec_.stochastic() ||
+      codec.chunk() != codec_.chunk() || codec.error_feedback() != codec_.error_feedback() ||
+      codec.hierarchical() != codec_.hierarchical())
     fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg differs from the one the state was created with");
   if (busy) fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
 }
