@@ -5,12 +5,13 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/scratch_cache.h"
 #include "kernels/cpu/reduce.h"
 
 namespace bagua {
 
 uint8_t* Schedule::scratch(size_t bytes) {
-  scratch_.emplace_back(new uint8_t[bytes > 0 ? bytes : 1]);
+  scratch_.push_back(take_scratch(bytes));
   return scratch_.back().get();
 }
 

@@ -146,7 +146,7 @@ class Schedule {
   ScheduleContext ctx_;
   std::vector<Round> rounds_;
   std::vector<LocalStep> prologue_;
-  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
+  std::vector<std::shared_ptr<uint8_t[]>> scratch_;  // from take_scratch
   std::vector<std::shared_ptr<void>> held_;
 };
 

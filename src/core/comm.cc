@@ -11,6 +11,7 @@
 
 #include "bootstrap/root_server.h"
 #include "core/backoff.h"
+#include "core/scratch_cache.h"
 #include "topology/topology.h"
 #include "core/logging.h"
 #include "transport/ucx/ucx_transport.h"
@@ -202,14 +203,23 @@ std::unique_ptr<Comm> Comm::split(int color, int key) {
   }
 }
 
+namespace {
+std::atomic<int> g_live_comms{0};
+}  // namespace
+
+Comm::Comm() { ++g_live_comms; }
+
 Comm::~Comm() {
-  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
-  bool healthy = !poisoned();
-  for (Operation* op : active_) op->fail(BAGUA_ERR_ABORTED, "the communicator was destroyed");
-  active_.clear();
-  if (ring_ && healthy) ring_->say_goodbye();
-  if (transport_) transport_->shutdown(healthy);
-  if (ring_) ring_->shutdown();
+  {
+    std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+    bool healthy = !poisoned();
+    for (Operation* op : active_) op->fail(BAGUA_ERR_ABORTED, "the communicator was destroyed");
+    active_.clear();
+    if (ring_ && healthy) ring_->say_goodbye();
+    if (transport_) transport_->shutdown(healthy);
+    if (ring_) ring_->shutdown();
+  }
+  if (--g_live_comms == 0) release_scratch_cache();  // no communicator left to reuse it
 }
 
 void Comm::check_usable() const {

@@ -89,7 +89,7 @@ class Comm {
   void poison(bagua_status_t status, const std::string& message);
 
  private:
-  Comm() = default;
+  Comm();
 
   int rank_ = 0;
   int nranks_ = 1;

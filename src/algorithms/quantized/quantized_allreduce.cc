@@ -7,6 +7,7 @@
 #include "algorithms/patterns/ring.h"
 #include "algorithms/schedule.h"
 #include "core/error.h"
+#include "core/scratch_cache.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/dtype.h"
 
@@ -226,7 +227,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     if (state->scratch().size() < plan.total()) state->scratch().resize(plan.total());
     base = state->scratch().data();
   } else {
-    own_scratch.reset(new uint8_t[std::max<size_t>(plan.total(), 1)]);
+    own_scratch = take_scratch(plan.total());
     base = own_scratch.get();
   }
   ScheduleContext ctx = context();

@@ -1,0 +1,91 @@
+#include "core/scratch_cache.h"
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+namespace bagua {
+namespace {
+
+// Buffers below this size come from malloc's arenas, which already reuse memory.
+constexpr size_t kCacheFrom = 256 << 10;
+constexpr size_t kMostBuffers = 8;
+constexpr size_t kMostBytes = size_t{1} << 30;
+
+struct Cached {
+  uint8_t* data;
+  size_t bytes;
+};
+
+class ScratchCache {
+ public:
+  std::shared_ptr<uint8_t[]> take(size_t bytes) {
+    bytes = std::max<size_t>(bytes, 1);
+    if (bytes < kCacheFrom) return std::shared_ptr<uint8_t[]>(new uint8_t[bytes]);
+    Cached chosen{nullptr, 0};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto best = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it)  // the smallest that fits
+        if (it->bytes >= bytes && (best == free_.end() || it->bytes < best->bytes)) best = it;
+      if (best != free_.end()) {
+        chosen = *best;
+        cached_bytes_ -= best->bytes;
+        free_.erase(best);
+      }
+    }
+    if (chosen.data == nullptr) chosen = Cached{new uint8_t[bytes], bytes};
+    return std::shared_ptr<uint8_t[]>(chosen.data, [this, chosen](uint8_t*) { give_back(chosen); });
+  }
+
+  void release() {
+    std::vector<Cached> dropped;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      dropped.swap(free_);
+      cached_bytes_ = 0;
+    }
+    for (const Cached& c : dropped) delete[] c.data;
+  }
+
+  size_t cached_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_bytes_;
+  }
+
+ private:
+  // Keeps the buffer unless that exceeds the limits; then the smallest buffers go first.
+  void give_back(Cached c) {
+    std::vector<Cached> dropped;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      free_.push_back(c);
+      cached_bytes_ += c.bytes;
+      std::sort(free_.begin(), free_.end(), [](const Cached& a, const Cached& b) { return a.bytes > b.bytes; });
+      while (!free_.empty() && (free_.size() > kMostBuffers || cached_bytes_ > kMostBytes)) {
+        dropped.push_back(free_.back());
+        cached_bytes_ -= free_.back().bytes;
+        free_.pop_back();
+      }
+    }
+    for (const Cached& d : dropped) delete[] d.data;
+  }
+
+  std::mutex mutex_;
+  std::vector<Cached> free_;
+  size_t cached_bytes_ = 0;
+};
+
+// Never destroyed: buffers may come back during static destruction (the OS reclaims the rest at exit).
+ScratchCache& cache() {
+  static ScratchCache* instance = new ScratchCache();
+  return *instance;
+}
+
+}  // namespace
+
+std::shared_ptr<uint8_t[]> take_scratch(size_t bytes) { return cache().take(bytes); }
+void release_scratch_cache() { cache().release(); }
+size_t scratch_cache_bytes() { return cache().cached_bytes(); }
+
+}  // namespace bagua
