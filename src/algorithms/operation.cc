@@ -14,8 +14,8 @@ void Operation::fail(bagua_status_t status, const std::string& message) {
 }
 
 void Operation::post_send(Transport& transport, Transfer& transfer, int peer, uint64_t tag, const void* data,
-                          size_t bytes) {
-  transport.post_send(transfer, peer, tag, data, bytes);
+                          size_t bytes, SendMode mode) {
+  transport.post_send(transfer, peer, tag, data, bytes, mode);
   bytes_sent_ += bytes;
   if (std::find(watched_.begin(), watched_.end(), &transfer) == watched_.end()) watched_.push_back(&transfer);
 }

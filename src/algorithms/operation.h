@@ -40,7 +40,8 @@ class Operation {
   void finish() { state_ = State::kDone; }
   // Checks a transfer; true once it is done. Counts the completion as progress; throws when it failed.
   bool poll(Transport& transport, Transfer& transfer);
-  void post_send(Transport& transport, Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes);
+  void post_send(Transport& transport, Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes,
+                 SendMode mode = SendMode::kDefault);
   void post_recv(Transport& transport, Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes);
 
  private:

@@ -60,7 +60,7 @@ void ScheduleOp::post_round(Transport& transport) {
     uint64_t slot = send_slot[s.peer]++;
     if (slot >= 64) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
     post_send(transport, transfers_[t++], s.peer,
-              make_tag(ctx.kind, ctx.comm_id, ctx.sequence, base | slot, ctx.rank), s.data, s.bytes);
+              make_tag(ctx.kind, ctx.comm_id, ctx.sequence, base | slot, ctx.rank), s.data, s.bytes, s.mode);
   }
   posted_ = true;
 }

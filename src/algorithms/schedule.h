@@ -21,6 +21,7 @@ struct SendSpec {
   int peer;
   const void* data;
   size_t bytes;
+  SendMode mode = SendMode::kDefault;
 };
 
 struct RecvSpec {

@@ -37,6 +37,13 @@ struct TransportCounters {
   uint64_t messages_received = 0;
 };
 
+// How a send may travel. kEager: the message belongs to a pipeline that waits on each piece; send it without
+// a rendezvous handshake when it is at most kEagerMostBytes (a handshake is a round trip through the link's
+// queue and the peer's progress). kDefault leaves the choice to the transport (rendezvous above a few KiB,
+// which avoids copies).
+enum class SendMode { kDefault, kEager };
+constexpr size_t kEagerMostBytes = 2 << 20;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -46,7 +53,8 @@ class Transport {
   // Creates endpoints to every rank (addresses indexed by rank, including this one).
   virtual void connect(const std::vector<Bytes>& addresses) = 0;
 
-  virtual void post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes) = 0;
+  virtual void post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes,
+                         SendMode mode = SendMode::kDefault) = 0;
   virtual void post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) = 0;
   // Updates transfer.state; a receive of the wrong length fails with an explanation.
   virtual void check(Transfer& transfer) = 0;

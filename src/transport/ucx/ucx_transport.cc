@@ -82,6 +82,8 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   if (shared_memory_allowed()) default_ucx_setting(config, "MM_ERROR_HANDLING", "y");
   // UCX's 20 s keepalive is far longer than our timeouts.
   default_ucx_setting(config, "KEEPALIVE_INTERVAL", std::to_string(std::max(timeout_ms / 3, 100)) + "ms");
+  // The eager limit of SendMode::kEager sends (UCX applies it while RNDV_THRESH is auto).
+  default_ucx_setting(config, "RNDV_SEND_NBR_THRESH", std::to_string(kEagerMostBytes));
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
@@ -149,12 +151,15 @@ uint64_t ack_tag(uint32_t sender, uint32_t id) {
 }
 }  // namespace
 
-void* UcxTransport::ucx_send(int peer, uint64_t tag, const void* data, size_t bytes, ucs_status_t* status) {
+void* UcxTransport::ucx_send(int peer, uint64_t tag, const void* data, size_t bytes, ucs_status_t* status,
+                             SendMode mode) {
   if (closing_ || endpoints_[peer] == nullptr) {  // shutting down: no new messages
     *status = UCS_ERR_CANCELED;
     return nullptr;
   }
   ucp_request_param_t param{};
+  // Fast local completion: UCX then sends eagerly up to RNDV_SEND_NBR_THRESH (set to kEagerMostBytes).
+  if (mode == SendMode::kEager) param.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
   ucs_status_ptr_t request = ucp_tag_send_nbx(endpoints_[peer], data, bytes, tag, &param);
   *status = UCS_PTR_IS_ERR(request) ? UCS_PTR_STATUS(request) : UCS_OK;
   return UCS_PTR_IS_PTR(request) ? request : nullptr;
@@ -205,7 +210,8 @@ void UcxTransport::start(Transfer& transfer, bool is_send, int peer, uint64_t ta
   transfer.state = Transfer::State::kPending;
 }
 
-void UcxTransport::post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes) {
+void UcxTransport::post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes,
+                             SendMode mode) {
   start(transfer, true, peer, tag, bytes);
   ++counters_.messages_sent;
   counters_.bytes_sent += bytes;
@@ -226,7 +232,7 @@ void UcxTransport::post_send(Transfer& transfer, int peer, uint64_t tag, const v
                             &status);
     if (status == UCS_OK) transfer.handle = ucx_send(peer, tag, transfer.control, kHeaderBytes, &status);
   } else {
-    transfer.handle = ucx_send(peer, tag, data, bytes, &status);
+    transfer.handle = ucx_send(peer, tag, data, bytes, &status, mode);
   }
   if (status != UCS_OK) return finish(transfer, status, 0);
   if (transfer.handle == nullptr && transfer.aux == nullptr) return finish(transfer, UCS_OK, bytes);

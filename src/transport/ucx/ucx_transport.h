@@ -24,7 +24,8 @@ class UcxTransport : public Transport {
 
   Bytes local_address() override;
   void connect(const std::vector<Bytes>& addresses) override;
-  void post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes) override;
+  void post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes,
+                 SendMode mode = SendMode::kDefault) override;
   void post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) override;
   void check(Transfer& transfer) override;
   unsigned progress() override;
@@ -45,7 +46,8 @@ class UcxTransport : public Transport {
   void finish(Transfer& transfer, ucs_status_t status, size_t received_length);
   void finish_mismatch(Transfer& transfer, uint64_t sent_bytes);
   void start(Transfer& transfer, bool is_send, int peer, uint64_t tag, size_t bytes);
-  void* ucx_send(int peer, uint64_t tag, const void* data, size_t bytes, ucs_status_t* status);
+  void* ucx_send(int peer, uint64_t tag, const void* data, size_t bytes, ucs_status_t* status,
+                 SendMode mode = SendMode::kDefault);
   void* ucx_recv(uint64_t tag, void* data, size_t bytes, ucs_status_t* status);
   ucs_status_t poll_request(void** handle, bool is_recv, size_t* length);
   bool single_copy(int peer, size_t bytes) const;
