@@ -59,7 +59,7 @@ bool algorithm_supports(Collective c, Algorithm a, int nranks, const HostLayout&
   switch (c) {
     case Collective::kAllreduce:
       return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling || a == Algorithm::kRabenseifner ||
-             a == Algorithm::kTree;
+             a == Algorithm::kTree || (a == Algorithm::kDirect && hosts.size() <= 1);
     case Collective::kReduceScatter: return a == Algorithm::kRing || a == Algorithm::kDirect;
     case Collective::kAllgather:
       return a == Algorithm::kRing || a == Algorithm::kDirect ||
@@ -119,6 +119,7 @@ std::unique_ptr<Operation> build_collective(const CollectiveArgs& a, Algorithm a
                 : algorithm == Algorithm::kTree               ? allreduce_tree
                 : algorithm == Algorithm::kHierarchical       ? allreduce_hierarchical
                 : algorithm == Algorithm::kHierarchicalLeader ? allreduce_hierarchical_leader
+                : algorithm == Algorithm::kDirect             ? allreduce_direct
                                                               : allreduce_rabenseifner;
       break;
     case Collective::kReduceScatter:

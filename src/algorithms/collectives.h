@@ -34,7 +34,8 @@ enum class Algorithm {
   kTree,                // binomial tree (broadcast, reduce; allreduce = reduce to rank 0 + broadcast)
   kScatterAllgather,    // broadcast of large messages
   kReduceScatterGather, // reduce of large messages
-  kDirect,              // one round, every peer at once (reduce_scatter, allgather, alltoall(v), gather, scatter)
+  kDirect,              // one round, every peer at once (reduce_scatter, allgather, alltoall(v), gather, scatter);
+                        // allreduce on one host: owners read inputs and write results by cross-memory attach
   kPairwise,            // n-1 rounds, one peer each (alltoall(v))
   kDissemination,       // barrier
   kHierarchical,        // across hosts: rail allreduce (same ranks per host); leader-based reduce, broadcast, allgather
@@ -83,6 +84,8 @@ std::unique_ptr<Operation> build_collective(const CollectiveArgs& args, Algorith
 std::unique_ptr<Schedule> allreduce_recursive_doubling(const CollectiveArgs& a, const ScheduleContext& ctx);
 std::unique_ptr<Schedule> allreduce_tree(const CollectiveArgs& a, const ScheduleContext& ctx);
 std::unique_ptr<Schedule> allreduce_rabenseifner(const CollectiveArgs& a, const ScheduleContext& ctx);
+// One host, single-copy enabled: src/algorithms/direct_allreduce.cc.
+std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const ScheduleContext& ctx);
 std::unique_ptr<Schedule> reduce_scatter_ring(const CollectiveArgs& a, const ScheduleContext& ctx);
 std::unique_ptr<Schedule> reduce_scatter_direct(const CollectiveArgs& a, const ScheduleContext& ctx);
 std::unique_ptr<Schedule> allgather_ring(const CollectiveArgs& a, const ScheduleContext& ctx);

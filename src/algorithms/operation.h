@@ -43,6 +43,8 @@ class Operation {
   void post_send(Transport& transport, Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes,
                  SendMode mode = SendMode::kDefault);
   void post_recv(Transport& transport, Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes);
+  // Bytes sent outside post_send (cross-memory writes).
+  void add_bytes_sent(uint64_t bytes) { bytes_sent_ += bytes; }
 
  private:
   bagua_opkind_t kind_;

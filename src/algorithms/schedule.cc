@@ -23,7 +23,7 @@ ScheduleOp::ScheduleOp(bagua_opkind_t kind, std::string description, std::unique
   transfers_.reserve(most);
 }
 
-void ScheduleOp::run_steps(const std::vector<LocalStep>& steps) {
+void ScheduleOp::run_steps(const std::vector<LocalStep>& steps, Transport& transport) {
   const ScheduleContext& ctx = schedule_->context();
   for (const LocalStep& step : steps) {
     switch (step.kind) {
@@ -36,9 +36,15 @@ void ScheduleOp::run_steps(const std::vector<LocalStep>& steps) {
       case LocalStep::Kind::kDivide:
         divide_by(step.dst, step.count, ctx.dtype, ctx.nranks);
         break;
-      case LocalStep::Kind::kCall:
+      case LocalStep::Kind::kCall: {
         step.call();
+        auto [sent, received] = schedule_->take_direct_traffic();
+        if (sent + received > 0) {
+          transport.count_direct_traffic(sent, received);
+          add_bytes_sent(sent);
+        }
         break;
+      }
     }
   }
 }
@@ -79,7 +85,7 @@ void progress_in_flight() {
 void ScheduleOp::advance(Transport& transport) {
   if (!started_) {
     started_ = true;
-    run_steps(schedule_->prologue());
+    run_steps(schedule_->prologue(), transport);
   }
   auto& rounds = schedule_->rounds();
   while (round_ < rounds.size()) {
@@ -91,13 +97,13 @@ void ScheduleOp::advance(Transport& transport) {
           for (Transfer& transfer : transfers_) poll(transport, transfer);
         };
         ProgressHook hook(poll_in_flight);
-        run_steps(rounds[round_].during);
+        run_steps(rounds[round_].during, transport);
       }
     }
     bool all_done = true;
     for (Transfer& transfer : transfers_) all_done = poll(transport, transfer) && all_done;
     if (!all_done) return;
-    run_steps(rounds[round_].after);
+    run_steps(rounds[round_].after, transport);
     ++round_;
     posted_ = false;
   }

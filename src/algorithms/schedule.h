@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "algorithms/operation.h"
@@ -142,6 +143,17 @@ class Schedule {
     if (rounds_.empty()) prologue_.push_back(step);
     else rounds_.back().after.push_back(step);
   }
+  // Bytes a local step moved to or from peers outside the transport (cross-memory attach), counted in the
+  // communicator's statistics like messages.
+  void add_direct_traffic(uint64_t sent, uint64_t received) {
+    direct_sent_ += sent;
+    direct_received_ += received;
+  }
+  std::pair<uint64_t, uint64_t> take_direct_traffic() {
+    auto out = std::make_pair(direct_sent_, direct_received_);
+    direct_sent_ = direct_received_ = 0;
+    return out;
+  }
 
  private:
   ScheduleContext ctx_;
@@ -149,6 +161,8 @@ class Schedule {
   std::vector<LocalStep> prologue_;
   std::vector<std::shared_ptr<uint8_t[]>> scratch_;  // from take_scratch
   std::vector<std::shared_ptr<void>> held_;
+  uint64_t direct_sent_ = 0;
+  uint64_t direct_received_ = 0;
 };
 
 class ScheduleOp : public Operation {
@@ -158,7 +172,7 @@ class ScheduleOp : public Operation {
 
  private:
   void post_round(Transport& transport);
-  void run_steps(const std::vector<LocalStep>& steps);
+  void run_steps(const std::vector<LocalStep>& steps, Transport& transport);
 
   std::unique_ptr<Schedule> schedule_;
   size_t round_ = 0;

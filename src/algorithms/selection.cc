@@ -86,8 +86,7 @@ AlgorithmSelector::AlgorithmSelector(const std::string& spec, double inter_host_
 
 Algorithm AlgorithmSelector::choose(Collective c, size_t bytes, int nranks, const HostLayout& hosts) const {
   for (const Rule& rule : rules_)
-    if (rule.collective == c && bytes >= rule.lo && bytes < rule.hi &&
-        algorithm_supports(c, rule.algorithm, nranks, hosts))
+    if (rule.collective == c && bytes >= rule.lo && bytes < rule.hi && usable(c, rule.algorithm, nranks, hosts))
       return rule.algorithm;
   return model_choice(c, bytes, nranks, hosts);
 }
@@ -97,7 +96,7 @@ Algorithm AlgorithmSelector::model_choice(Collective c, size_t bytes, int nranks
   double best_cost = std::numeric_limits<double>::infinity();
   for (int i = 1; i < static_cast<int>(Algorithm::kCount); ++i) {
     auto a = static_cast<Algorithm>(i);
-    if (!algorithm_supports(c, a, nranks, hosts)) continue;
+    if (!usable(c, a, nranks, hosts)) continue;
     double cost = model_.cost_us(c, a, bytes, nranks, hosts);
     if (cost < best_cost) {  // ties keep the earlier algorithm: deterministic
       best_cost = cost;
@@ -105,6 +104,11 @@ Algorithm AlgorithmSelector::model_choice(Collective c, size_t bytes, int nranks
     }
   }
   return best;
+}
+
+bool AlgorithmSelector::usable(Collective c, Algorithm a, int nranks, const HostLayout& hosts) const {
+  if (c == Collective::kAllreduce && a == Algorithm::kDirect && !cross_memory_) return false;
+  return algorithm_supports(c, a, nranks, hosts);
 }
 
 double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n, const HostLayout& hosts) const {
@@ -157,6 +161,11 @@ double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n, const 
         case Algorithm::kRabenseifner:
           return 2 * lp * round(m / 2) + 2 * (p - 1.0) / p * m * beta + (p - 1.0) / p * m * gamma + fold_cost;
         case Algorithm::kTree: return 2 * levels * (round(m) + m * beta) + levels * m * gamma;
+        case Algorithm::kDirect: {  // hello and done rounds; per segment one read and one write per peer
+          const double segments = std::max(1.0, std::ceil(m / n / (256.0 * 1024)));
+          return 2 * alpha + 2 * (n - 1) * delta + 2 * segments * (n - 1) * cross_memory_us +
+                 2 * frac * m * beta * direct_move_factor + frac * m * gamma;
+        }
         default: break;
       }
       break;

@@ -26,6 +26,9 @@ struct CostModel {
   double link_gbps = 6.5;           // beta: bytes moved per rank within a host, GB/s
   double inter_host_gbps = 1.25;    // bytes a host sends to other hosts, GB/s (BAGUA_INTER_HOST_GBPS; 10 GbE)
   double reduce_gbps = 10.0;        // gamma: reduction speed, GB/s of input (memory-bound at size)
+  double direct_move_factor = 0.6;  // direct allreduce: time per byte moved against the ring's (it reads N
+                                    // and writes N per rank, the ring reads 1.5N and writes N)
+  double cross_memory_us = 2.0;     // one process_vm_readv/writev call of a direct allreduce segment
   // hosts: the communicator's layout. Across hosts, flat algorithms are bound by the inter-host link that
   // their ring or tree crosses; hierarchical ones move 2(H-1)/H of the vector per host across hosts.
   double cost_us(Collective c, Algorithm a, size_t bytes, int nranks, const HostLayout& hosts = {}) const;
@@ -40,6 +43,9 @@ class AlgorithmSelector {
   Algorithm choose(Collective c, size_t bytes, int nranks, const HostLayout& hosts = {}) const;
   Algorithm model_choice(Collective c, size_t bytes, int nranks, const HostLayout& hosts = {}) const;
   const CostModel& model() const { return model_; }
+  // Whether ranks of a host can read and write each other's memory (the single-copy probe succeeded on every
+  // rank): the direct allreduce needs it. Off by default.
+  void set_cross_memory(bool available) { cross_memory_ = available; }
 
  private:
   struct Rule {
@@ -48,8 +54,10 @@ class AlgorithmSelector {
     size_t hi;
     Algorithm algorithm;
   };
+  bool usable(Collective c, Algorithm a, int nranks, const HostLayout& hosts) const;
   std::vector<Rule> rules_;
   CostModel model_;
+  bool cross_memory_ = false;
 };
 
 // Parses "64K", "1M", "1048576" (bytes); false when malformed.

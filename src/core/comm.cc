@@ -128,6 +128,7 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   bool everyone_can = true;
   for (const Bytes& v : comm->ring_->allgather(verdict, deadline)) everyone_can = everyone_can && v[0] == 1;
   if (everyone_can) comm->transport_->enable_single_copy(same_host);
+  comm->selector_.set_cross_memory(everyone_can);
   BAGUA_DEBUG("single-copy transfers between host peers: {}", everyone_can ? "on" : "off");
   comm->send_sequence_.assign(nranks, 0);
   comm->recv_sequence_.assign(nranks, 0);

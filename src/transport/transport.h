@@ -66,6 +66,8 @@ class Transport {
   virtual void shutdown(bool graceful) = 0;
 
   virtual const TransportCounters& counters() const = 0;
+  // Bytes an algorithm moved to or from peers by itself (cross-memory attach), for the counters.
+  virtual void count_direct_traffic(uint64_t sent, uint64_t received) = 0;
 
   // Single-copy transfers between ranks of one host (Linux cross-memory attach). probe_blob() is
   // exchanged among all ranks; probe() tries to read each same-host peer's probe word and says whether

@@ -1,8 +1,10 @@
 // Under bagua-run -n N: allreduce of every datatype x op x (in place, out of place) x count
 // {0, 1, 7, 1000003}, checked bit-exactly against a serial reference (common/exact_data.h), then
 // random floats whose results must be bitwise identical on every rank, several requests in flight, and
-// the stats counters.
+// the stats counters of the ring and the direct algorithm.
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/exact_data.h"
@@ -85,7 +87,13 @@ void check_in_flight(bagua_comm_t comm) {
     MP_CHECK(first_mismatch(bufs[k].data(), bufs[k].size(), BAGUA_INT32, BAGUA_SUM, g_size) == bufs[k].size());
 }
 
-void check_stats(bagua_comm_t comm) {
+// Statistics of one allreduce with the algorithm forced ("ring" or "direct"), on a communicator of its own.
+void check_stats(const char* algorithm) {
+  setenv("BAGUA_ALGO", (std::string("allreduce:") + algorithm).c_str(), 1);
+  bagua_comm_t comm = nullptr;
+  MP_OK(bagua_comm_init_from_env(&comm));
+  unsetenv("BAGUA_ALGO");
+  const bool direct = std::string(algorithm) == "direct";
   bagua_stats_t before{};
   before.size = sizeof(before);
   MP_OK(bagua_comm_get_stats(comm, &before));
@@ -95,11 +103,15 @@ void check_stats(bagua_comm_t comm) {
   after.size = sizeof(after);
   MP_OK(bagua_comm_get_stats(comm, &after));
   MP_CHECK(after.ops[BAGUA_OPKIND_ALLREDUCE] == before.ops[BAGUA_OPKIND_ALLREDUCE] + 1);
+  for (float v : buf) MP_CHECK(v == static_cast<float>(g_size));
   if (g_size > 1) {
-    // A ring allreduce sends 2(n-1)/n of the buffer.
-    uint64_t expected = 2ull * (g_size - 1) * buf.size() * sizeof(float) / g_size;
+    // A ring allreduce sends 2(n-1)/n of the buffer. The direct one writes its block (n-1)/n of the buffer,
+    // within an element) into every peer and sends each a 24-byte address message and a 1-byte "done".
+    const uint64_t bytes = buf.size() * sizeof(float), peers = static_cast<uint64_t>(g_size - 1);
+    uint64_t expected = direct ? peers * bytes / g_size + 25 * peers : 2 * peers * bytes / g_size;
+    uint64_t slack = direct ? 4 * peers : 8;
     uint64_t sent = after.bytes_sent_by_op[BAGUA_OPKIND_ALLREDUCE] - before.bytes_sent_by_op[BAGUA_OPKIND_ALLREDUCE];
-    MP_CHECK(sent + 8 >= expected && sent <= expected + 8);
+    MP_CHECK(sent + slack >= expected && sent <= expected + slack);
     // Chunks differ by at most one element, so what a rank receives is within 2(n-1) elements of what it sends.
     long long diff = static_cast<long long>(after.bytes_received - before.bytes_received) -
                      static_cast<long long>(after.bytes_sent - before.bytes_sent);
@@ -108,6 +120,7 @@ void check_stats(bagua_comm_t comm) {
   bagua_status_t async = BAGUA_ERR_INTERNAL;
   MP_OK(bagua_comm_get_async_error(comm, &async));
   MP_CHECK(async == BAGUA_SUCCESS);
+  MP_OK(bagua_comm_destroy(comm));
 }
 }  // namespace
 
@@ -119,7 +132,8 @@ int main() {
   check_exact(comm);
   check_identical(comm);
   check_in_flight(comm);
-  check_stats(comm);
   MP_OK(bagua_comm_destroy(comm));
+  check_stats("ring");
+  check_stats("direct");
   return 0;
 }

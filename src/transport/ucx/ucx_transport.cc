@@ -11,6 +11,7 @@
 #include "core/deadline.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "transport/cross_memory.h"
 
 namespace bagua {
 
@@ -49,21 +50,6 @@ void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
 }
 
 }  // namespace
-
-// Cross-memory attach: copies `bytes` from another process's address space. Empty on success.
-std::string read_process_memory(pid_t pid, uint64_t address, void* out, size_t bytes) {
-  auto* dst = static_cast<uint8_t*>(out);
-  size_t done = 0;
-  while (done < bytes) {
-    iovec local{dst + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
-    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? std::strerror(errno) : "no progress";
-    done += static_cast<size_t>(n);
-  }
-  return {};
-}
 
 namespace {
 
@@ -384,6 +370,8 @@ bool UcxTransport::single_copy_probe(const std::vector<Bytes>& blobs, const std:
     uint64_t expected = r.u64();
     uint64_t value = 0;
     if (!read_process_memory(pid, address, &value, sizeof(value)).empty() || value != expected) return false;
+    // The direct allreduce also writes into peers (the same permission check; the same value back).
+    if (!write_process_memory(pid, address, &value, sizeof(value)).empty()) return false;
   }
   return true;
 }
