@@ -28,7 +28,7 @@ struct CostModel {
   double reduce_gbps = 10.0;        // gamma: reduction speed, GB/s of input (memory-bound at size)
   double direct_move_factor = 0.6;  // direct allreduce: time per byte moved against the ring's (it reads N
                                     // and writes N per rank, the ring reads 1.5N and writes N)
-  double cross_memory_us = 2.0;     // one process_vm_readv/writev call of a direct allreduce segment
+  double cross_memory_us = 1.0;     // one process_vm_readv/writev call of a direct allreduce segment
   // hosts: the communicator's layout. Across hosts, flat algorithms are bound by the inter-host link that
   // their ring or tree crosses; hierarchical ones move 2(H-1)/H of the vector per host across hosts.
   double cost_us(Collective c, Algorithm a, size_t bytes, int nranks, const HostLayout& hosts = {}) const;
