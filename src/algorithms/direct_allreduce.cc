@@ -6,14 +6,22 @@
 // every peer's recvbuf. Round 1: every rank tells the others it is done; after it, no peer reads or writes
 // this rank's buffers any more.
 //
-// Each rank reads N and writes N bytes (N = the vector), against 1.5N read and N written by the ring with
-// single-copy reads, where a rank must read its result back from the owner. The segment buffer stays in
-// cache. In place is safe: an owner reads a peer's input for its block before it writes that block.
+// Per rank, (n-1)/n of the vector N is read from peers and as much written into them; the ring with
+// single-copy reads moves twice that, because each rank reads its result back from the owner. The segment
+// buffer stays in cache. In place is safe: an owner reads a peer's input for its block before it writes
+// that block. Before touching any peer, every rank checks that all agree on count, datatype and op (the
+// messages of other algorithms get this from their sizes), so a mismatch is refused everywhere and nothing
+// is written out of bounds.
+#include <unistd.h>
+
 #include <cstring>
+#include <functional>
+#include <memory>
 
 #include "algorithms/collectives.h"
 #include "algorithms/patterns/ring.h"
 #include "core/error.h"
+#include "core/scratch_cache.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/dtype.h"
 #include "transport/cross_memory.h"
@@ -26,6 +34,9 @@ struct PeerBuffers {
   uint64_t pid = 0;
   uint64_t sendbuf = 0;
   uint64_t recvbuf = 0;
+  uint64_t count = 0;
+  uint32_t dtype = 0;
+  uint32_t op = 0;
 };
 
 struct DirectWork {
@@ -37,26 +48,44 @@ struct DirectWork {
   std::vector<PeerBuffers> peers;  // [r]: rank r's, from round 0
   uint8_t done = 1;
   std::vector<uint8_t> done_from;
-  std::vector<uint8_t> segment;  // one segment of a peer's input
+  std::shared_ptr<uint8_t[]> segment;  // one segment of a peer's input
+  std::function<void()> check_peers;
 
   static constexpr size_t kSegmentBytes = 256 << 10;
+  static constexpr size_t kSegmentsPerCheck = 16;
+
+  void check_agreement() const {
+    for (int r = 0; r < nranks; ++r) {
+      if (r == rank) continue;
+      const PeerBuffers& p = peers[r];
+      if (p.count != mine.count || p.dtype != mine.dtype || p.op != mine.op)
+        fail(BAGUA_ERR_INVALID_USAGE, "rank {} called allreduce with {} x {} ({}), this rank with {} x {} ({})", r,
+             p.count, datatype_name(static_cast<bagua_datatype_t>(p.dtype)), redop_name(static_cast<bagua_redop_t>(p.op)),
+             mine.count, datatype_name(args.dtype), redop_name(args.op));
+    }
+  }
 
   void own_block() {
+    check_agreement();
+    if (check_peers) check_peers();
     const size_t elem = datatype_size(args.dtype);
     const size_t begin = ring::chunk_begin(args.count, nranks, rank), count = ring::chunk_size(args.count, nranks, rank);
     const size_t seg_elems = kSegmentBytes / elem;
     auto* out = static_cast<uint8_t*>(args.recvbuf);
     const auto* in = static_cast<const uint8_t*>(args.sendbuf);
+    size_t segments = 0;
     for (size_t e = begin; e < begin + count; e += seg_elems) {
+      // A peer that failed may have returned already: stop writing into it as soon as we hear.
+      if (check_peers && ++segments % kSegmentsPerCheck == 0) check_peers();
       const size_t n = std::min(seg_elems, begin + count - e), bytes = n * elem, at = e * elem;
       bool first = true;
       for (int r = 0; r < nranks; ++r) {
         if (r == rank) continue;
         std::string error = read_process_memory(static_cast<pid_t>(peers[r].pid), peers[r].sendbuf + at,
-                                                segment.data(), bytes);
+                                                segment.get(), bytes);
         if (!error.empty()) fail(BAGUA_ERR_REMOTE, "reading {} bytes of rank {}'s input failed: {}", bytes, r, error);
         schedule->add_direct_traffic(0, bytes);
-        reduce_from(out + at, first ? in + at : out + at, segment.data(), n, args.dtype, args.op);
+        reduce_from(out + at, first ? in + at : out + at, segment.get(), n, args.dtype, args.op);
         first = false;
       }
       if (args.op == BAGUA_AVG) divide_by(out + at, n, args.dtype, nranks);
@@ -83,11 +112,14 @@ std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const Schedu
   w->args = a;
   w->rank = ctx.rank;
   w->nranks = ctx.nranks;
-  w->mine = {static_cast<uint64_t>(getpid()), reinterpret_cast<uintptr_t>(a.sendbuf),
-             reinterpret_cast<uintptr_t>(a.recvbuf)};
+  w->mine = {static_cast<uint64_t>(getpid()),      reinterpret_cast<uintptr_t>(a.sendbuf),
+             reinterpret_cast<uintptr_t>(a.recvbuf), a.count,
+             static_cast<uint32_t>(a.dtype),         static_cast<uint32_t>(a.op)};
+  w->check_peers = ctx.check_peers;
   w->peers.resize(ctx.nranks);
   w->done_from.resize(ctx.nranks);
-  w->segment.resize(DirectWork::kSegmentBytes);
+  const size_t own_bytes = ring::chunk_size(a.count, ctx.nranks, ctx.rank) * datatype_size(a.dtype);
+  w->segment = take_scratch(std::min(DirectWork::kSegmentBytes, own_bytes));
   s->hold(w);
   s->round();
   s->round();

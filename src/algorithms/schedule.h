@@ -110,6 +110,9 @@ struct ScheduleContext {
   std::vector<int> ring_order;
   // Ranks of each host (hierarchical algorithms); empty means one host.
   std::vector<std::vector<int>> hosts;
+  // For local steps that write into peers' memory: throws when the communicator has failed or been aborted,
+  // after taking in the bootstrap ring's failure notices. Empty: no check.
+  std::function<void()> check_peers;
   int ring_position() const { return ring_order.empty() ? rank : position_of(rank); }
   int ring_rank(int position) const { return ring_order.empty() ? position : ring_order[position]; }
   int ring_next() const { return ring_rank((ring_position() + 1) % nranks); }

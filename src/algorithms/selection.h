@@ -19,7 +19,8 @@ namespace bagua {
 struct CostModel {
   double latency_us = 2.5;          // alpha: one round of messages
   double rendezvous_us = 3.0;       // extra per round when its messages exceed the eager limit
-  size_t eager_limit = 2 << 20;     // UCX switches from eager to rendezvous above this (RNDV_THRESH we set)
+  size_t eager_limit = 8192;        // UCX switches from eager to rendezvous above this (tag_send table; only
+                                    // the rail's SendMode::kEager pieces go eagerly up to 2 MiB)
   double single_copy_us = 4.0;      // extra per round whose messages take the single-copy handshake
   size_t single_copy_limit = 64 << 10;
   double per_message_us = 0.4;      // extra per message when a round talks to many peers

@@ -196,7 +196,7 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args) {
   Algorithm algorithm = comm.selector().choose(args.collective, args.message_bytes(n), n, comm.hosts());
   ScheduleContext ctx{r,          n,       comm.id(), comm.next_collective_sequence(), tag_kind_of(args.collective),
                       args.dtype, args.op, comm.config().ring_segment_bytes, comm.config().ring_window,
-                      comm.ring_order(), comm.hosts()};
+                      comm.ring_order(), comm.hosts(), [&comm] { comm.check_peers_now(); }};
   std::string description =
       args.collective == Collective::kBarrier
           ? fmt::format("barrier #{}", ctx.sequence)

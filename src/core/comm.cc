@@ -316,6 +316,12 @@ void Comm::check_health_throttled() {
   }
 }
 
+void Comm::check_peers_now() {
+  if (abort_requested_.load()) throw Error(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
+  check_usable();
+  ring_->check_health();
+}
+
 void Comm::check_watchdog(Operation& op) {
   for (auto& [watched, watch] : watches_) {
     if (watched != &op) continue;

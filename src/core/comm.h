@@ -78,6 +78,8 @@ class Comm {
   const AlgorithmSelector& selector() const { return selector_; }
   void check_usable() const;
   bool poisoned() const { return poison_status_.load() != BAGUA_SUCCESS; }
+  // Throws if the communicator was aborted or failed, or the bootstrap ring reports a failure now.
+  void check_peers_now();
   bagua_status_t poison_status() const { return poison_status_.load(); }
 
   void set_last_error(const std::string& message);

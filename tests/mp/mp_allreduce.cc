@@ -2,6 +2,9 @@
 // {0, 1, 7, 1000003}, checked bit-exactly against a serial reference (common/exact_data.h), then
 // random floats whose results must be bitwise identical on every rank, several requests in flight, and
 // the stats counters of the ring and the direct algorithm.
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -15,6 +18,30 @@ using namespace bagua::testing;
 
 namespace {
 int g_rank, g_size;
+bool g_cross_memory = false;  // every rank can read and write every other's memory (the direct allreduce runs)
+
+// Collective: each rank reads and writes back a word of every other rank with process_vm_readv/writev
+// (bagua-run starts all ranks on this host), as the library's own probe does; false if any rank fails or
+// BAGUA_CMA=0.
+bool probe_cross_memory(bagua_comm_t comm) {
+  static uint64_t word = 0x5eed;
+  uint64_t mine[2] = {static_cast<uint64_t>(getpid()), reinterpret_cast<uintptr_t>(&word)};
+  std::vector<uint64_t> all(2 * g_size);
+  MP_OK(bagua_allgather(mine, all.data(), 2, BAGUA_UINT64, comm, nullptr));
+  const char* cma = std::getenv("BAGUA_CMA");
+  int ok = cma == nullptr || std::string(cma) != "0";
+  for (int r = 0; r < g_size && ok; ++r) {
+    if (r == g_rank) continue;
+    uint64_t value = 0;
+    iovec local{&value, sizeof(value)}, remote{reinterpret_cast<void*>(all[2 * r + 1]), sizeof(value)};
+    ok = process_vm_readv(static_cast<pid_t>(all[2 * r]), &local, 1, &remote, 1, 0) == sizeof(value) &&
+         value == 0x5eed &&
+         process_vm_writev(static_cast<pid_t>(all[2 * r]), &local, 1, &remote, 1, 0) == sizeof(value);
+  }
+  MP_OK(bagua_allreduce(&ok, &ok, 1, BAGUA_INT32, BAGUA_MIN, comm, nullptr));
+  return ok == 1;
+}
+bool cross_memory_works() { return g_cross_memory; }
 
 void check_exact(bagua_comm_t comm) {
   const size_t counts[] = {0, 1, 7, 1000003};
@@ -106,9 +133,9 @@ void check_stats(const char* algorithm) {
   for (float v : buf) MP_CHECK(v == static_cast<float>(g_size));
   if (g_size > 1) {
     // A ring allreduce sends 2(n-1)/n of the buffer. The direct one writes its block (n-1)/n of the buffer,
-    // within an element) into every peer and sends each a 24-byte address message and a 1-byte "done".
+    // within an element) into every peer and sends each a 40-byte address message and a 1-byte "done".
     const uint64_t bytes = buf.size() * sizeof(float), peers = static_cast<uint64_t>(g_size - 1);
-    uint64_t expected = direct ? peers * bytes / g_size + 25 * peers : 2 * peers * bytes / g_size;
+    uint64_t expected = direct ? peers * bytes / g_size + 41 * peers : 2 * peers * bytes / g_size;
     uint64_t slack = direct ? 4 * peers : 8;
     uint64_t sent = after.bytes_sent_by_op[BAGUA_OPKIND_ALLREDUCE] - before.bytes_sent_by_op[BAGUA_OPKIND_ALLREDUCE];
     MP_CHECK(sent + slack >= expected && sent <= expected + slack);
@@ -122,6 +149,27 @@ void check_stats(const char* algorithm) {
   MP_CHECK(async == BAGUA_SUCCESS);
   MP_OK(bagua_comm_destroy(comm));
 }
+// Ranks that disagree on the count: every rank gets an error and nothing is written past any buffer. With
+// the direct algorithm (one host, cross-memory attach) every rank refuses before touching a peer.
+void check_disagreement() {
+  if (g_size < 2) return;
+  setenv("BAGUA_ALGO", "allreduce:direct", 1);
+  bagua_comm_t comm = nullptr;
+  MP_OK(bagua_comm_init_from_env(&comm));
+  unsetenv("BAGUA_ALGO");
+  const size_t count = 100000 + 1000 * static_cast<size_t>(g_rank), guard = 4096;
+  std::vector<float> buf(count + guard, 1.0f);
+  bagua_status_t status = bagua_allreduce(buf.data(), buf.data(), count, BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr);
+  MP_CHECK(status != BAGUA_SUCCESS);
+  if (cross_memory_works()) {
+    // Refused here, or by a peer first whose notice (naming the same cause) arrived before our own check.
+    MP_CHECK(status == BAGUA_ERR_INVALID_USAGE || status == BAGUA_ERR_REMOTE);
+    MP_CHECK(std::string(bagua_get_last_error(comm)).find("called allreduce with") != std::string::npos);
+    for (size_t i = 0; i < buf.size(); ++i) MP_CHECK(buf[i] == 1.0f);  // refused before any write
+  }
+  for (size_t i = count; i < buf.size(); ++i) MP_CHECK(buf[i] == 1.0f);
+  MP_OK(bagua_comm_destroy(comm));
+}
 }  // namespace
 
 int main() {
@@ -129,11 +177,13 @@ int main() {
   MP_OK(bagua_comm_init_from_env(&comm));
   MP_OK(bagua_comm_rank(comm, &g_rank));
   MP_OK(bagua_comm_size(comm, &g_size));
+  g_cross_memory = probe_cross_memory(comm);
   check_exact(comm);
   check_identical(comm);
   check_in_flight(comm);
   MP_OK(bagua_comm_destroy(comm));
   check_stats("ring");
-  check_stats("direct");
+  if (cross_memory_works()) check_stats("direct");
+  check_disagreement();
   return 0;
 }

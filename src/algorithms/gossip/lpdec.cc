@@ -11,7 +11,7 @@ namespace {
 
 std::unique_ptr<Schedule> new_schedule(Comm& comm) {
   ScheduleContext ctx{comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(),
-                      TagKind::kLowPrecisionDecentralized, BAGUA_FLOAT32, BAGUA_SUM, 0, 0, {}, {}};
+                      TagKind::kLowPrecisionDecentralized, BAGUA_FLOAT32, BAGUA_SUM, 0, 0, {}, {}, {}};
   return std::make_unique<Schedule>(ctx);
 }
 

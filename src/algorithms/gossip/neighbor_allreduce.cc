@@ -67,7 +67,7 @@ void gossip_rounds(Schedule& s, const Topology& topology, const std::vector<int>
 
 std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& a) {
   ScheduleContext ctx{comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(), TagKind::kNeighbor,
-                      a.dtype, BAGUA_SUM, 0, 0, {}, {}};
+                      a.dtype, BAGUA_SUM, 0, 0, {}, {}, {}};
   auto s = std::make_unique<Schedule>(ctx);
   std::string description = fmt::format("neighbor_allreduce #{} ({} x {}, {}{}, step {})", ctx.sequence, a.count,
                                         datatype_name(a.dtype), topology.describe(),

@@ -187,7 +187,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   const QuantizedGroup& grp = w->group;
   auto context = [&] {  // taken last: nothing may fail after this rank has used up a sequence number
     return ScheduleContext{comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(), TagKind::kQuantized,
-                           a.dtype, a.op, 0, 0, {}, {}};
+                           a.dtype, a.op, 0, 0, {}, {}, {}};
   };
   auto describe = [&](uint64_t sequence) {
     return fmt::format("quantized_allreduce #{} ({} x {}, {}{})", sequence, a.count, datatype_name(a.dtype),
