@@ -10,6 +10,9 @@ namespace {
 // Buffers below this size come from malloc's arenas, which already reuse memory.
 constexpr size_t kCacheFrom = 256 << 10;
 constexpr size_t kMostBuffers = 8;
+// A cached buffer serves requests of at least this fraction of its size (a small request must not hold a
+// large buffer that the next large request then has to allocate anew).
+constexpr size_t kMostOversize = 2;
 constexpr size_t kMostBytes = size_t{1} << 30;
 
 struct Cached {
@@ -25,9 +28,12 @@ class ScratchCache {
     Cached chosen{nullptr, 0};
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      retain_ = true;
       auto best = free_.end();
       for (auto it = free_.begin(); it != free_.end(); ++it)  // the smallest that fits
-        if (it->bytes >= bytes && (best == free_.end() || it->bytes < best->bytes)) best = it;
+        if (it->bytes >= bytes && it->bytes / kMostOversize <= bytes &&
+            (best == free_.end() || it->bytes < best->bytes))
+          best = it;
       if (best != free_.end()) {
         chosen = *best;
         cached_bytes_ -= best->bytes;
@@ -44,6 +50,7 @@ class ScratchCache {
       std::lock_guard<std::mutex> lock(mutex_);
       dropped.swap(free_);
       cached_bytes_ = 0;
+      retain_ = false;  // buffers still held come back to be freed, until the next take()
     }
     for (const Cached& c : dropped) delete[] c.data;
   }
@@ -59,8 +66,12 @@ class ScratchCache {
     std::vector<Cached> dropped;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      free_.push_back(c);
-      cached_bytes_ += c.bytes;
+      if (!retain_) {
+        dropped.push_back(c);
+      } else {
+        free_.push_back(c);
+        cached_bytes_ += c.bytes;
+      }
       std::sort(free_.begin(), free_.end(), [](const Cached& a, const Cached& b) { return a.bytes > b.bytes; });
       while (!free_.empty() && (free_.size() > kMostBuffers || cached_bytes_ > kMostBytes)) {
         dropped.push_back(free_.back());
@@ -74,6 +85,7 @@ class ScratchCache {
   std::mutex mutex_;
   std::vector<Cached> free_;
   size_t cached_bytes_ = 0;
+  bool retain_ = true;
 };
 
 // Never destroyed: buffers may come back during static destruction (the OS reclaims the rest at exit).

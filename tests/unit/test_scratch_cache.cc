@@ -1,5 +1,6 @@
-// The scratch cache: large buffers come back for reuse, are never handed out twice while held, and the
-// cache stays within its limits (8 buffers, 1 GiB).
+// The scratch cache: large buffers come back for reuse, are never handed out twice while held, serve
+// requests of at least half their size, stay within 8 buffers, and are freed on release (also those held
+// at the time, when they come back).
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -14,13 +15,14 @@ TEST_CASE("scratch cache reuses large buffers and never shares a held one", "[sc
   release_scratch_cache();
   REQUIRE(scratch_cache_bytes() == 0);
   const size_t big = 4 << 20;
-  uint8_t* first = nullptr;
+  std::set<uint8_t*> both;
   {
     auto a = take_scratch(big);
-    first = a.get();
+    both.insert(a.get());
     std::memset(a.get(), 0x5a, big);  // the whole size is usable
     auto b = take_scratch(big);       // a is held: another buffer
     CHECK(b.get() != a.get());
+    both.insert(b.get());
     CHECK(scratch_cache_bytes() == 0);
   }
   CHECK(scratch_cache_bytes() == 2 * big);
@@ -29,7 +31,7 @@ TEST_CASE("scratch cache reuses large buffers and never shares a held one", "[sc
     CHECK(scratch_cache_bytes() == big);
     auto d = take_scratch(big);
     CHECK(scratch_cache_bytes() == 0);
-    CHECK((c.get() == first || d.get() == first));
+    CHECK(std::set<uint8_t*>{c.get(), d.get()} == both);  // both came from the cache
   }
   auto e = take_scratch(3 * big);  // larger than anything cached: a new buffer, the cache is untouched
   CHECK(scratch_cache_bytes() == 2 * big);
@@ -55,5 +57,26 @@ TEST_CASE("scratch cache leaves small buffers to malloc and keeps at most 8 buff
   size_t expected = 0;
   for (int i = 2; i < 10; ++i) expected += size_t(1 + i) << 20;
   CHECK(scratch_cache_bytes() == expected);
+  release_scratch_cache();
+}
+
+TEST_CASE("scratch cache does not give a large buffer to a small request, and release frees late returns",
+          "[scratch]") {
+  release_scratch_cache();
+  const size_t big = 8 << 20;
+  { auto a = take_scratch(big); }
+  CHECK(scratch_cache_bytes() == big);
+  {
+    auto small = take_scratch(big / 4);  // under half the cached size: a buffer of its own
+    CHECK(scratch_cache_bytes() == big);
+    auto half = take_scratch(big / 2);  // half: the cached one
+    CHECK(scratch_cache_bytes() == 0);
+  }
+  auto held = take_scratch(big);
+  release_scratch_cache();
+  held.reset();  // comes back after the release: freed, not kept
+  CHECK(scratch_cache_bytes() == 0);
+  { auto again = take_scratch(big); }  // a take turns caching back on
+  CHECK(scratch_cache_bytes() == big);
   release_scratch_cache();
 }
