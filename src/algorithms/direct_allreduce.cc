@@ -1,6 +1,7 @@
 // Direct allreduce between the ranks of one host, by cross-memory attach (process_vm_readv/writev).
 //
-// Rank b owns block b. Round 0: every rank tells the others its pid and buffer addresses. Then each owner,
+// Rank b owns block b. Round 0: every rank tells the others its pid, buffer addresses, count, datatype and
+// op. Then each owner,
 // segment by segment, reads that segment of its block from every peer into a small buffer, combines (own
 // input first, then peers by ascending rank) into its own recvbuf, and writes the result straight into
 // every peer's recvbuf. Round 1: every rank tells the others it is done; after it, no peer reads or writes

@@ -146,8 +146,8 @@ class Schedule {
     if (rounds_.empty()) prologue_.push_back(step);
     else rounds_.back().after.push_back(step);
   }
-  // Bytes a local step moved to or from peers outside the transport (cross-memory attach), counted in the
-  // communicator's statistics like messages.
+  // Bytes a local step moved to or from peers outside the transport (cross-memory attach), added to the
+  // communicator's byte counters (not its message counters).
   void add_direct_traffic(uint64_t sent, uint64_t received) {
     direct_sent_ += sent;
     direct_received_ += received;
