@@ -1,10 +1,9 @@
 // Direct allreduce between the ranks of one host, by cross-memory attach (process_vm_readv/writev).
 //
 // Rank b owns block b. Round 0: every rank tells the others its pid, buffer addresses, count, datatype and
-// op. Then each owner,
-// segment by segment, reads that segment of its block from every peer into a small buffer, combines (own
-// input first, then peers by ascending rank) into its own recvbuf, and writes the result straight into
-// every peer's recvbuf. Round 1: every rank tells the others it is done; after it, no peer reads or writes
+// op. Then each owner, segment by segment, reads that segment of its block from every peer into a small
+// buffer, combines (own input first, then peers by ascending rank) into its own recvbuf, and writes the
+// result straight into every peer's recvbuf. Round 1: every rank tells the others it is done; after it, no peer reads or writes
 // this rank's buffers any more.
 //
 // Per rank, (n-1)/n of the vector N is read from peers and as much written into them; the ring with
