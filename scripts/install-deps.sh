@@ -2,7 +2,7 @@
 # Installs the Debian packages bagua builds with, when any is missing. Idempotent and quiet when all is there.
 set -euo pipefail
 
-PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libhwloc-dev hwloc libfmt-dev catch2 libssl-dev iproute2
+PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libhwloc-dev libhwloc-plugins hwloc libfmt-dev catch2 libssl-dev iproute2
           ethtool util-linux python3)
 # Peers for the comparison benchmarks (perf/compare); not needed to build or test.
 if [ "${BAGUA_WITH_PEERS:-0}" = 1 ]; then

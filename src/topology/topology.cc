@@ -2,8 +2,14 @@
 
 #include <hwloc.h>
 
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -19,15 +25,61 @@ struct TopologyDeleter {
 };
 using TopologyPtr = std::unique_ptr<hwloc_topology, TopologyDeleter>;
 
-TopologyPtr load(const std::string& xml_path) {
+// Discovery components bagua does not need. "gl" asks X servers for displays and "opencl" starts the OpenCL
+// drivers: both come with libhwloc-plugins and only slow down init. hwloc 2.x offers a blacklist only.
+constexpr const char* kUnneededComponents[] = {"gl", "opencl", "levelzero", "rsmi"};
+
+// Whether hwloc can load its libxml2 plugin, which full XML (comments, entities) needs. Without it hwloc falls
+// back to its built-in parser, which reads only the plain files that hwloc itself writes.
+bool libxml_plugin_present() {
+  for (const char* var : {"HWLOC_LIBXML_IMPORT", "HWLOC_LIBXML"})
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v) != 0;
+  std::vector<std::string> dirs;
+  if (const char* path = std::getenv("HWLOC_PLUGINS_PATH"); path && *path) {
+    std::string rest = path;
+    for (size_t colon; (colon = rest.find(':')) != std::string::npos; rest.erase(0, colon + 1))
+      dirs.push_back(rest.substr(0, colon));
+    dirs.push_back(rest);
+  } else {
+    // hwloc's default plugin folder sits beside the library: <libdir>/hwloc/.
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&hwloc_topology_init), &info) != 0 && info.dli_fname != nullptr) {
+      std::string lib = info.dli_fname;
+      dirs.push_back(lib.substr(0, lib.find_last_of('/') + 1) + "hwloc");
+    }
+  }
+  for (const std::string& dir : dirs)
+    if (access((dir + "/hwloc_xml_libxml.so").c_str(), R_OK) == 0) return true;
+  return false;
+}
+
+[[noreturn]] void fail_on_file(const std::string& what, const std::string& xml_path, int err) {
+  std::string hint;
+  if (err != ENOENT && err != EACCES && !libxml_plugin_present())
+    hint = "; hwloc's built-in XML parser reads only files written by hwloc (no comments), and its libxml plugin "
+           "is missing: install libhwloc-plugins for full XML";
+  fail(BAGUA_ERR_INVALID_USAGE, "{}='{}' is not a readable hwloc XML file ({}){}", what, xml_path,
+       std::strerror(err), hint);
+}
+
+// `what` names where the path came from (BAGUA_TOPO_FILE or the caller) for the error message.
+TopologyPtr load(const std::string& xml_path, const char* what) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) fail(BAGUA_ERR_SYSTEM, "hwloc_topology_init failed");
   TopologyPtr topo(raw);
+  for (const char* name : kUnneededComponents)
+    hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, name);
   // Keep the PCI devices that matter (GPUs, NICs) and the OS devices under them.
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (!xml_path.empty() && hwloc_topology_set_xml(raw, xml_path.c_str()) != 0)
-    fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_TOPO_FILE='{}' is not a readable hwloc XML file", xml_path);
-  if (hwloc_topology_load(raw) != 0) fail(BAGUA_ERR_SYSTEM, "hwloc could not load the topology");
+  if (!xml_path.empty()) {
+    // hwloc gives no reason for a failed file, so check that it opens before handing it over.
+    if (access(xml_path.c_str(), R_OK) != 0) fail_on_file(what, xml_path, errno);
+    if (hwloc_topology_set_xml(raw, xml_path.c_str()) != 0) fail_on_file(what, xml_path, errno);
+    errno = 0;
+    if (hwloc_topology_load(raw) != 0) fail_on_file(what, xml_path, errno != 0 ? errno : EINVAL);
+    return topo;
+  }
+  if (hwloc_topology_load(raw) != 0) fail(BAGUA_ERR_SYSTEM, "hwloc could not load the topology: {}", std::strerror(errno));
   return topo;
 }
 
@@ -75,14 +127,14 @@ MachineTopology summarize(hwloc_topology_t topo, const std::string& source) {
 }  // namespace
 
 MachineTopology MachineTopology::from_xml(const std::string& path) {
-  TopologyPtr topo = load(path);
+  TopologyPtr topo = load(path, "topology file");
   return summarize(topo.get(), path);
 }
 
 MachineTopology MachineTopology::detect() {
   const char* file = std::getenv("BAGUA_TOPO_FILE");
   std::string path = file && *file ? file : "";
-  TopologyPtr topo = load(path);
+  TopologyPtr topo = load(path, "BAGUA_TOPO_FILE");
   return summarize(topo.get(), path.empty() ? "this machine" : path);
 }
 
@@ -101,7 +153,7 @@ int bind_to_numa_node(int node) {
     BAGUA_WARN("BAGUA_BIND=1 ignored: BAGUA_TOPO_FILE describes another machine");
     return -1;
   }
-  TopologyPtr topo = load("");
+  TopologyPtr topo = load("", "");
   int nodes = hwloc_get_nbobjs_by_type(topo.get(), HWLOC_OBJ_NUMANODE);
   if (nodes <= 0) return -1;
   hwloc_obj_t obj = hwloc_get_obj_by_type(topo.get(), HWLOC_OBJ_NUMANODE, static_cast<unsigned>(node % nodes));
