@@ -11,11 +11,14 @@ int main(int argc, char** argv) {
   op.busbw = [](int n) { return static_cast<double>(n - 1) / n; };
   op.send_elems = [](size_t count, int n) { return count / n; };
   op.recv_elems = [](size_t count, int n) { return count / n * n; };
-  op.fill = [](void* send, size_t count, const PerfArgs& a, int rank, int n) { fill_codes(send, count / n, a.dtype, rank, 0); };
+  op.fill = [](void* send, size_t count, const PerfArgs& a, int rank, int n) {
+    fill_codes(send, count / n, a.dtype, rank, 0);
+  };
   op.check = [](const void* recv, size_t count, const PerfArgs& a, int, int n) {
     size_t block = count / n, wrong = 0;
     for (int b = 0; b < n; ++b)
-      wrong += wrong_codes(static_cast<const char*>(recv) + b * block * bagua::datatype_size(a.dtype), block, a.dtype, b, 0);
+      wrong +=
+          wrong_codes(static_cast<const char*>(recv) + b * block * bagua::datatype_size(a.dtype), block, a.dtype, b, 0);
     return wrong;
   };
   op.run = [](const void* s, void* r, size_t count, const PerfArgs& a, bagua_comm_t comm) {

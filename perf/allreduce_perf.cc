@@ -10,7 +10,9 @@ int main(int argc, char** argv) {
   op.name = "allreduce";
   op.busbw = [](int n) { return 2.0 * (n - 1) / n; };
   op.send_elems = op.recv_elems = [](size_t count, int) { return count; };
-  op.fill = [](void* send, size_t count, const PerfArgs& a, int rank, int) { fill_input(send, count, a.dtype, a.op, rank); };
+  op.fill = [](void* send, size_t count, const PerfArgs& a, int rank, int) {
+    fill_input(send, count, a.dtype, a.op, rank);
+  };
   op.check = [](const void* recv, size_t count, const PerfArgs& a, int, int n) {
     return wrong_reduced(recv, count, 0, a.dtype, a.op, n);
   };

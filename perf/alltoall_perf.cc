@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
   op.check = [](const void* recv, size_t count, const PerfArgs& a, int rank, int n) {
     size_t block = count / n, wrong = 0;
     for (int p = 0; p < n; ++p)
-      wrong += wrong_codes(static_cast<const char*>(recv) + p * block * bagua::datatype_size(a.dtype), block, a.dtype, p, rank);
+      wrong += wrong_codes(static_cast<const char*>(recv) + p * block * bagua::datatype_size(a.dtype), block, a.dtype,
+                           p, rank);
     return wrong;
   };
   op.run = [](const void* s, void* r, size_t count, const PerfArgs& a, bagua_comm_t comm) {

@@ -19,12 +19,18 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "usage: %s [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup]\n", argv[0]);
       return 2;
     }
-    if (a == "-b") begin = perf_parse_size(argv[++i]);
-    else if (a == "-e") end = perf_parse_size(argv[++i]);
-    else if (a == "-f") factor = std::strtoul(argv[++i], nullptr, 10);
-    else if (a == "-n") iters = std::atoi(argv[++i]);
-    else if (a == "-w") warmup = std::atoi(argv[++i]);
-    else return 2;
+    if (a == "-b")
+      begin = perf_parse_size(argv[++i]);
+    else if (a == "-e")
+      end = perf_parse_size(argv[++i]);
+    else if (a == "-f")
+      factor = std::strtoul(argv[++i], nullptr, 10);
+    else if (a == "-n")
+      iters = std::atoi(argv[++i]);
+    else if (a == "-w")
+      warmup = std::atoi(argv[++i]);
+    else
+      return 2;
   }
   bagua_comm_t comm;
   PERF_OK(bagua_comm_init_from_env(&comm));
@@ -36,8 +42,9 @@ int main(int argc, char** argv) {
   PERF_OK(bagua_topology_create(comm, BAGUA_TOPO_ONE_PEER_EXPONENTIAL, &onepeer));
   const char* names[] = {"allreduce", "gossip-ring", "gossip-onepeer"};
   if (rank == 0)
-    std::printf("# bagua_gossip_perf: %d ranks; time = median over %d steps of the slowest rank\n#%11s %16s %12s %14s\n",
-                size, iters, "bytes", "variant", "time_ms", "sent_MiB/rank");
+    std::printf(
+        "# bagua_gossip_perf: %d ranks; time = median over %d steps of the slowest rank\n#%11s %16s %12s %14s\n", size,
+        iters, "bytes", "variant", "time_ms", "sent_MiB/rank");
   for (size_t bytes = begin; bytes <= end; bytes *= factor) {
     size_t count = bytes / 4;
     std::vector<float> x(count, static_cast<float>(rank)), out(count);
@@ -48,9 +55,11 @@ int main(int argc, char** argv) {
         if (it == warmup) sent_before = perf_stats(comm).bytes_sent;
         PERF_OK(bagua_barrier(comm, nullptr));
         auto t0 = std::chrono::steady_clock::now();
-        if (v == 0) PERF_OK(bagua_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_AVG, comm, nullptr));
-        else PERF_OK(bagua_neighbor_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, v == 1 ? ring : onepeer, it,
-                                              comm, nullptr));
+        if (v == 0)
+          PERF_OK(bagua_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_AVG, comm, nullptr));
+        else
+          PERF_OK(bagua_neighbor_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, v == 1 ? ring : onepeer, it,
+                                           comm, nullptr));
         double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (it >= warmup) times.push_back(perf_max_over_ranks(t, comm));
       }

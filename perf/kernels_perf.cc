@@ -40,9 +40,12 @@ int main(int argc, char** argv) {
   int iterations = 5;
   int c;
   while ((c = getopt(argc, argv, "b:e:n:")) != -1) {
-    if (c == 'b') min_bytes = std::strtoull(optarg, nullptr, 10);
-    else if (c == 'e') max_bytes = std::strtoull(optarg, nullptr, 10);
-    else if (c == 'n') iterations = std::atoi(optarg);
+    if (c == 'b')
+      min_bytes = std::strtoull(optarg, nullptr, 10);
+    else if (c == 'e')
+      max_bytes = std::strtoull(optarg, nullptr, 10);
+    else if (c == 'n')
+      iterations = std::atoi(optarg);
     else {
       std::fprintf(stderr, "usage: bagua_kernels_perf [-b minbytes] [-e maxbytes] [-n iterations]\n");
       return 2;
@@ -65,7 +68,8 @@ int main(int argc, char** argv) {
       std::printf("%-26s %12zu %9.2f %11.0f%%\n", name.c_str(), bytes, gbps, 100.0 * gbps / copy_gbps);
     };
     row("memcpy", 2.0 * bytes, copy_s);
-    double s = median_seconds(iterations, [&] { reduce_from(y.data(), x.data(), acc.data(), n, BAGUA_FLOAT32, BAGUA_SUM); });
+    double s =
+        median_seconds(iterations, [&] { reduce_from(y.data(), x.data(), acc.data(), n, BAGUA_FLOAT32, BAGUA_SUM); });
     row("reduce_sum_f32", 3.0 * bytes, s);
     {
       std::vector<float> error(n, 0.0f);
@@ -76,10 +80,12 @@ int main(int argc, char** argv) {
     for (int bits : {8, 4, 2, 1}) {
       MinMaxFormat f{bits, 1024};
       std::vector<uint8_t> q(minmax_compressed_bytes(n, f));
-      double qs = median_seconds(iterations, [&] { minmax_compress(x.data(), BAGUA_FLOAT32, n, f, RoundingKey{}, q.data()); });
+      double qs =
+          median_seconds(iterations, [&] { minmax_compress(x.data(), BAGUA_FLOAT32, n, f, RoundingKey{}, q.data()); });
       row("quantize_minmax" + std::to_string(bits), static_cast<double>(bytes + q.size()), qs);
       RoundingKey stochastic{true, 7, 1, 0, 0};
-      double ss = median_seconds(iterations, [&] { minmax_compress(x.data(), BAGUA_FLOAT32, n, f, stochastic, q.data()); });
+      double ss =
+          median_seconds(iterations, [&] { minmax_compress(x.data(), BAGUA_FLOAT32, n, f, stochastic, q.data()); });
       row("quantize_stochastic_minmax" + std::to_string(bits), static_cast<double>(bytes + q.size()), ss);
       double ds = median_seconds(iterations, [&] { minmax_decompress_accumulate(q.data(), n, f, acc.data()); });
       row("dequantize_acc_minmax" + std::to_string(bits), static_cast<double>(q.size() + 2 * bytes), ds);

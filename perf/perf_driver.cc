@@ -21,9 +21,12 @@ size_t parse_size(const char* text) {
   char* end = nullptr;
   double value = std::strtod(text, &end);
   switch (*end) {
-    case 'K': case 'k': value *= 1024; break;
-    case 'M': case 'm': value *= 1024 * 1024; break;
-    case 'G': case 'g': value *= 1024.0 * 1024 * 1024; break;
+    case 'K':
+    case 'k': value *= 1024; break;
+    case 'M':
+    case 'm': value *= 1024 * 1024; break;
+    case 'G':
+    case 'g': value *= 1024.0 * 1024 * 1024; break;
     default: break;
   }
   return static_cast<size_t>(value);
@@ -57,10 +60,11 @@ bool parse_op(const char* text, bagua_redop_t* out) {
 }
 
 [[noreturn]] void usage(const char* tool) {
-  std::fprintf(stderr,
-               "usage: %s [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root]\n"
-               "  run under a launcher, e.g. bagua-run -n 2 %s -b 4K -e 64M -f 4\n",
-               tool, tool);
+  std::fprintf(
+      stderr,
+      "usage: %s [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup] [-c 0|1] [-d dtype] [-o op] [-r root]\n"
+      "  run under a launcher, e.g. bagua-run -n 2 %s -b 4K -e 64M -f 4\n",
+      tool, tool);
   std::exit(2);
 }
 
@@ -75,8 +79,12 @@ PerfArgs parse_args(int argc, char** argv) {
       case 'n': args.iterations = std::atoi(optarg); break;
       case 'w': args.warmup = std::atoi(optarg); break;
       case 'c': args.check = std::atoi(optarg) != 0; break;
-      case 'd': if (!parse_dtype(optarg, &args.dtype)) usage(argv[0]); break;
-      case 'o': if (!parse_op(optarg, &args.op)) usage(argv[0]); break;
+      case 'd':
+        if (!parse_dtype(optarg, &args.dtype)) usage(argv[0]);
+        break;
+      case 'o':
+        if (!parse_op(optarg, &args.op)) usage(argv[0]);
+        break;
       case 'r': args.root = std::atoi(optarg); break;
       default: usage(argv[0]);
     }
@@ -86,8 +94,8 @@ PerfArgs parse_args(int argc, char** argv) {
 }
 
 struct Measurement {
-  double micros = 0;     // average per iteration, slowest rank
-  long long wrong = 0;   // wrong elements, summed over ranks
+  double micros = 0;    // average per iteration, slowest rank
+  long long wrong = 0;  // wrong elements, summed over ranks
 };
 
 #define PERF_OK(call)                                                                                      \
@@ -127,14 +135,13 @@ std::pair<const void*, void*> call_buffers(const PerfOp& op, bool in_place, Buff
 
 Measurement measure(const PerfOp& op, const PerfArgs& args, bagua_comm_t comm, int rank, int nranks, size_t count,
                     bool in_place, Buffers& bufs) {
-  auto [sendbuf, recvbuf] =
-      call_buffers(op, in_place, bufs, count, rank, nranks, args.root, datatype_size(args.dtype));
+  auto [sendbuf, recvbuf] = call_buffers(op, in_place, bufs, count, rank, nranks, args.root, datatype_size(args.dtype));
   for (int i = 0; i < args.warmup; ++i) PERF_OK(op.run(sendbuf, recvbuf, count, args, comm));
   PERF_OK(bagua_barrier(comm, nullptr));
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < args.iterations; ++i) PERF_OK(op.run(sendbuf, recvbuf, count, args, comm));
-  double micros = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
-                  args.iterations;
+  double micros =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / args.iterations;
   Measurement m;
   PERF_OK(bagua_allreduce(&micros, &m.micros, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
   if (args.check) {

@@ -34,13 +34,21 @@ int main(int argc, char** argv) {
   bool hier = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&] { return i + 1 < argc ? argv[++i] : (std::fprintf(stderr, "%s needs a value\n", a.c_str()), std::exit(2), nullptr); };
-    if (a == "-b") begin = perf_parse_size(next());
-    else if (a == "-e") end = perf_parse_size(next());
-    else if (a == "-f") factor = std::strtoul(next(), nullptr, 10);
-    else if (a == "-n") iters = std::atoi(next());
-    else if (a == "-w") warmup = std::atoi(next());
-    else if (a == "--no-hier") hier = false;
+    auto next = [&] {
+      return i + 1 < argc ? argv[++i] : (std::fprintf(stderr, "%s needs a value\n", a.c_str()), std::exit(2), nullptr);
+    };
+    if (a == "-b")
+      begin = perf_parse_size(next());
+    else if (a == "-e")
+      end = perf_parse_size(next());
+    else if (a == "-f")
+      factor = std::strtoul(next(), nullptr, 10);
+    else if (a == "-n")
+      iters = std::atoi(next());
+    else if (a == "-w")
+      warmup = std::atoi(next());
+    else if (a == "--no-hier")
+      hier = false;
     else {
       std::fprintf(stderr, "usage: %s [-b bytes] [-e bytes] [-f factor] [-n iters] [-w warmup] [--no-hier]\n", argv[0]);
       return 2;
@@ -63,9 +71,10 @@ int main(int argc, char** argv) {
     variants.push_back({h ? "sign1-hier" : "sign1", BAGUA_COMPRESS_SIGN, 1, mode});
   }
   if (rank == 0)
-    std::printf("# bagua_quantized_perf: %d ranks, at most %d per host; time = median over %d iterations of the "
-                "slowest rank\n#%11s %14s %12s %12s %10s\n",
-                size, max_local, iters, "bytes", "variant", "time_ms", "compute_ms", "identical");
+    std::printf(
+        "# bagua_quantized_perf: %d ranks, at most %d per host; time = median over %d iterations of the "
+        "slowest rank\n#%11s %14s %12s %12s %10s\n",
+        size, max_local, iters, "bytes", "variant", "time_ms", "compute_ms", "identical");
   for (size_t bytes = begin; bytes <= end; bytes *= factor) {
     size_t count = bytes / 4;
     std::vector<float> input(count), out(count);
@@ -84,9 +93,11 @@ int main(int argc, char** argv) {
         if (it == warmup) compute_before = compute_ns(comm);
         PERF_OK(bagua_barrier(comm, nullptr));
         auto t0 = std::chrono::steady_clock::now();
-        if (v.kind < 0) PERF_OK(bagua_allreduce(input.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr));
-        else PERF_OK(bagua_quantized_allreduce(input.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr,
-                                                comm, nullptr));
+        if (v.kind < 0)
+          PERF_OK(bagua_allreduce(input.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr));
+        else
+          PERF_OK(bagua_quantized_allreduce(input.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr,
+                                            comm, nullptr));
         double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (it >= warmup) times.push_back(perf_max_over_ranks(t, comm));
       }

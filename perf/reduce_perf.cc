@@ -10,7 +10,9 @@ int main(int argc, char** argv) {
   op.name = "reduce";
   op.busbw = [](int) { return 1.0; };
   op.send_elems = op.recv_elems = [](size_t count, int) { return count; };
-  op.fill = [](void* send, size_t count, const PerfArgs& a, int rank, int) { fill_input(send, count, a.dtype, a.op, rank); };
+  op.fill = [](void* send, size_t count, const PerfArgs& a, int rank, int) {
+    fill_input(send, count, a.dtype, a.op, rank);
+  };
   op.check = [](const void* recv, size_t count, const PerfArgs& a, int rank, int n) -> size_t {
     return rank == a.root ? wrong_reduced(recv, count, 0, a.dtype, a.op, n) : 0;
   };

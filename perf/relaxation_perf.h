@@ -20,9 +20,12 @@ inline size_t perf_parse_size(const char* s) {
   char* end;
   double v = std::strtod(s, &end);
   switch (*end) {
-    case 'K': case 'k': v *= 1 << 10; break;
-    case 'M': case 'm': v *= 1 << 20; break;
-    case 'G': case 'g': v *= 1 << 30; break;
+    case 'K':
+    case 'k': v *= 1 << 10; break;
+    case 'M':
+    case 'm': v *= 1 << 20; break;
+    case 'G':
+    case 'g': v *= 1 << 30; break;
   }
   return static_cast<size_t>(v);
 }

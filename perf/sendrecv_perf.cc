@@ -11,7 +11,9 @@ int main(int argc, char** argv) {
   op.name = "sendrecv";
   op.busbw = [](int) { return 1.0; };
   op.send_elems = op.recv_elems = [](size_t count, int) { return count; };
-  op.fill = [](void* send, size_t count, const PerfArgs& a, int rank, int) { fill_codes(send, count, a.dtype, rank, 9); };
+  op.fill = [](void* send, size_t count, const PerfArgs& a, int rank, int) {
+    fill_codes(send, count, a.dtype, rank, 9);
+  };
   op.check = [](const void* recv, size_t count, const PerfArgs& a, int rank, int n) {
     return wrong_codes(recv, count, a.dtype, (rank + n - 1) % n, 9);
   };

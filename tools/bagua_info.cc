@@ -14,10 +14,10 @@
 
 #include "algorithms/collectives.h"
 #include "algorithms/selection.h"
+#include "api/api_guard.h"
 #include "core/config.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/memory_type.h"
-#include "api/api_guard.h"
 #include "topology/host_identity.h"
 #include "topology/topology.h"
 
@@ -61,11 +61,11 @@ void print_algorithms(int nranks, int nhosts) {
     }
   std::printf("algorithm choice on %d ranks, %d host(s) (bytes = total message)%s\n", nranks, std::max(nhosts, 1),
               config.algo.empty() ? "" : " with BAGUA_ALGO");
-  const size_t sizes[] = {0, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
-                          64 << 20, 256 << 20, size_t(1) << 30};
+  const size_t sizes[] = {0,       1 << 10, 4 << 10,  16 << 10, 64 << 10,  256 << 10,
+                          1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, size_t(1) << 30};
   std::printf("%-15s", "collective");
   for (size_t s : sizes) {
-    std::string label = s >= (1 << 30) ? std::to_string(s >> 30) + "G"
+    std::string label = s >= (1 << 30)   ? std::to_string(s >> 30) + "G"
                         : s >= (1 << 20) ? std::to_string(s >> 20) + "M"
                         : s >= (1 << 10) ? std::to_string(s >> 10) + "K"
                                          : std::to_string(s);
@@ -144,9 +144,12 @@ int main(int argc, char** argv) {
   bool algorithms = false;
   int nranks = 0, nhosts = 1;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--algorithms") == 0) algorithms = true;
-    else if (std::strcmp(argv[i], "-n") == 0 && i + 1 < argc) nranks = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--hosts") == 0 && i + 1 < argc) nhosts = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--algorithms") == 0)
+      algorithms = true;
+    else if (std::strcmp(argv[i], "-n") == 0 && i + 1 < argc)
+      nranks = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--hosts") == 0 && i + 1 < argc)
+      nhosts = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: bagua-info [--algorithms [-n nranks] [--hosts H]]\n");
       return 2;

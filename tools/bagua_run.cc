@@ -51,7 +51,10 @@ Options parse_options(int argc, char** argv) {
   int i = 1;
   for (; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--") { ++i; break; }
+    if (arg == "--") {
+      ++i;
+      break;
+    }
     if (arg == "-n" || arg == "-np") {
       if (i + 1 >= argc) usage("-n needs a number");
       char* end = nullptr;
@@ -88,7 +91,8 @@ struct Rank {
 
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status))
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return "ended";
 }
 
@@ -199,9 +203,8 @@ int main(int argc, char** argv) {
       if (rank.running) kill(-rank.pid, sig);  // the rank's whole process group
   };
 
-  while (running > 0 || (opt.tag_output && std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) {
-                           return r.out_fd >= 0 || r.err_fd >= 0;
-                         }))) {
+  while (running > 0 || (opt.tag_output && std::any_of(ranks.begin(), ranks.end(),
+                                                       [](const Rank& r) { return r.out_fd >= 0 || r.err_fd >= 0; }))) {
     if (int sig = g_forward_signal) {
       g_forward_signal = 0;
       signal_all(sig);
@@ -214,15 +217,23 @@ int main(int argc, char** argv) {
       std::vector<pollfd> fds;
       std::vector<std::pair<int, bool>> owners;
       for (int r = 0; r < opt.nranks; ++r) {
-        if (ranks[r].out_fd >= 0) { fds.push_back({ranks[r].out_fd, POLLIN, 0}); owners.push_back({r, true}); }
-        if (ranks[r].err_fd >= 0) { fds.push_back({ranks[r].err_fd, POLLIN, 0}); owners.push_back({r, false}); }
+        if (ranks[r].out_fd >= 0) {
+          fds.push_back({ranks[r].out_fd, POLLIN, 0});
+          owners.push_back({r, true});
+        }
+        if (ranks[r].err_fd >= 0) {
+          fds.push_back({ranks[r].err_fd, POLLIN, 0});
+          owners.push_back({r, false});
+        }
       }
       poll(fds.data(), fds.size(), 50);
       for (size_t i = 0; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
         Rank& rank = ranks[owners[i].first];
-        if (owners[i].second) pump_output(rank.out_fd, rank.out_partial, owners[i].first, stdout);
-        else pump_output(rank.err_fd, rank.err_partial, owners[i].first, stderr);
+        if (owners[i].second)
+          pump_output(rank.out_fd, rank.out_partial, owners[i].first, stdout);
+        else
+          pump_output(rank.err_fd, rank.err_partial, owners[i].first, stderr);
       }
     } else {
       usleep(20 * 1000);

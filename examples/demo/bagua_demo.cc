@@ -8,13 +8,13 @@
 
 #include "bagua/bagua.h"
 
-#define DEMO_OK(call)                                                                                           \
-  do {                                                                                                          \
-    bagua_status_t s_ = (call);                                                                                 \
-    if (s_ != BAGUA_SUCCESS) {                                                                                  \
+#define DEMO_OK(call)                                                                                             \
+  do {                                                                                                            \
+    bagua_status_t s_ = (call);                                                                                   \
+    if (s_ != BAGUA_SUCCESS) {                                                                                    \
       std::fprintf(stderr, "%s failed: %s: %s\n", #call, bagua_status_string(s_), bagua_get_last_error(nullptr)); \
-      return 1;                                                                                                 \
-    }                                                                                                           \
+      return 1;                                                                                                   \
+    }                                                                                                             \
   } while (0)
 
 int main() {
@@ -28,7 +28,8 @@ int main() {
 
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  if (rank == 0) std::printf("bagua %d: %d ranks formed a communicator\n\n  rank  local  host\n", bagua_get_version(), size);
+  if (rank == 0)
+    std::printf("bagua %d: %d ranks formed a communicator\n\n  rank  local  host\n", bagua_get_version(), size);
   std::fflush(stdout);
   // Print in rank order: each rank waits its turn between barriers.
   for (int turn = 0; turn < size; ++turn) {

@@ -62,7 +62,8 @@ Dataset make_data(const Options& o, int samples, uint64_t seed) {
   std::vector<float> t1(th * o.features), t2(o.classes * th);
   for (float& v : t1) v = normal(teacher_rng);
   for (float& v : t2) v = normal(teacher_rng);
-  Dataset d{o.features, o.classes, std::vector<float>(static_cast<size_t>(samples) * o.features), std::vector<int>(samples)};
+  Dataset d{o.features, o.classes, std::vector<float>(static_cast<size_t>(samples) * o.features),
+            std::vector<int>(samples)};
   std::vector<float> h(th);
   for (int s = 0; s < samples; ++s) {
     float* x = &d.x[static_cast<size_t>(s) * o.features];
@@ -260,20 +261,33 @@ Options parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--algorithm") o.algorithm = value();
-    else if (a == "--optimizer") o.optimizer = value();
-    else if (a == "--topology") o.topology = value();
-    else if (a == "--lr") o.lr = std::stof(value());
-    else if (a == "--epochs") o.epochs = std::max(1, std::stoi(value()));
-    else if (a == "--batch") o.batch = std::stoi(value());
-    else if (a == "--hidden") o.hidden = std::stoi(value());
-    else if (a == "--warmup") o.warmup = std::stoi(value());
-    else if (a == "--staleness") o.staleness = std::max(1, std::stoi(value()));
-    else if (a == "--bucket-mb") o.bucket_mb = std::stod(value());
-    else if (a == "--no-overlap") o.overlap = false;
-    else if (a == "--seed") o.seed = std::stoull(value());
+    if (a == "--algorithm")
+      o.algorithm = value();
+    else if (a == "--optimizer")
+      o.optimizer = value();
+    else if (a == "--topology")
+      o.topology = value();
+    else if (a == "--lr")
+      o.lr = std::stof(value());
+    else if (a == "--epochs")
+      o.epochs = std::max(1, std::stoi(value()));
+    else if (a == "--batch")
+      o.batch = std::stoi(value());
+    else if (a == "--hidden")
+      o.hidden = std::stoi(value());
+    else if (a == "--warmup")
+      o.warmup = std::stoi(value());
+    else if (a == "--staleness")
+      o.staleness = std::max(1, std::stoi(value()));
+    else if (a == "--bucket-mb")
+      o.bucket_mb = std::stod(value());
+    else if (a == "--no-overlap")
+      o.overlap = false;
+    else if (a == "--seed")
+      o.seed = std::stoull(value());
     else {
-      std::fprintf(stderr, "bagua_trainer: unknown option %s (see the comment at the top of bagua_trainer.cc)\n", a.c_str());
+      std::fprintf(stderr, "bagua_trainer: unknown option %s (see the comment at the top of bagua_trainer.cc)\n",
+                   a.c_str());
       std::exit(2);
     }
   }
@@ -317,7 +331,8 @@ int main(int argc, char** argv) {
                  n, o.train_samples);
     return 2;
   }
-  const Dataset train = make_data(o, o.train_samples, o.seed * 31 + 1), test = make_data(o, o.test_samples, o.seed * 31 + 2);
+  const Dataset train = make_data(o, o.train_samples, o.seed * 31 + 1),
+                test = make_data(o, o.test_samples, o.seed * 31 + 2);
   Mlp model(o.features, o.hidden, o.classes, o.seed * 77);
   const size_t p = model.size();
   std::vector<float> grad(p), momentum(p, 0.0f), variance(p, 0.0f), shared(p);
@@ -330,8 +345,8 @@ int main(int argc, char** argv) {
     buckets.push_back({begin, end});
     end = begin;
   }
-  const bool gradient_algo = o.algorithm == "allreduce" || o.algorithm == "bytegrad" || o.algorithm == "qadam" ||
-                             o.algorithm == "onebit_adam";
+  const bool gradient_algo =
+      o.algorithm == "allreduce" || o.algorithm == "bytegrad" || o.algorithm == "qadam" || o.algorithm == "onebit_adam";
   bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
   cfg.chunk = 256;
   if (o.algorithm == "onebit_adam") cfg.kind = BAGUA_COMPRESS_SIGN, cfg.error_feedback = 1;
@@ -384,8 +399,8 @@ int main(int argc, char** argv) {
           CHECK(bagua_quantized_allreduce(&momentum[b.begin], &momentum[b.begin], len, BAGUA_FLOAT32, BAGUA_AVG, &cfg,
                                           b.qstate, comm, nullptr));
         } else if (o.algorithm == "bytegrad") {
-          CHECK(bagua_quantized_allreduce(&grad[b.begin], &grad[b.begin], len, BAGUA_FLOAT32, BAGUA_AVG, &cfg,
-                                          b.qstate, comm, nullptr));
+          CHECK(bagua_quantized_allreduce(&grad[b.begin], &grad[b.begin], len, BAGUA_FLOAT32, BAGUA_AVG, &cfg, b.qstate,
+                                          comm, nullptr));
         } else {
           CHECK(bagua_allreduce(&grad[b.begin], &grad[b.begin], len, BAGUA_FLOAT32, BAGUA_AVG, comm, nullptr));
         }
@@ -441,7 +456,8 @@ int main(int argc, char** argv) {
           CHECK(bagua_async_average_stats(async, &rounds));
         }
       }
-      if (topo) CHECK(bagua_neighbor_allreduce(model.w.data(), model.w.data(), p, BAGUA_FLOAT32, topo, step, comm, nullptr));
+      if (topo)
+        CHECK(bagua_neighbor_allreduce(model.w.data(), model.w.data(), p, BAGUA_FLOAT32, topo, step, comm, nullptr));
       if (lpdec) CHECK(bagua_lpdec_step(lpdec, model.w.data()));
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -474,7 +490,8 @@ int main(int argc, char** argv) {
   if (async) {  // stop averaging, then one exact average so that every rank ends with the same model
     uint64_t rounds = 0;
     CHECK(bagua_async_average_stats(async, &rounds));
-    if (rank == 0) std::printf("async averaging: %llu rounds in %llu steps\n", (unsigned long long)rounds, (unsigned long long)step);
+    if (rank == 0)
+      std::printf("async averaging: %llu rounds in %llu steps\n", (unsigned long long)rounds, (unsigned long long)step);
     CHECK(bagua_async_average_stop(async));
   }
   if (!gradient_algo) {  // weight algorithms: report the average model (one exact allreduce), as is usual
@@ -490,10 +507,11 @@ int main(int argc, char** argv) {
   for (Bucket& b : buckets)
     if (b.qstate) CHECK(bagua_qstate_destroy(b.qstate));
   if (rank == 0)
-    std::printf("summary algorithm=%s ranks=%d loss=%.6f accuracy=%.4f step_ms=%.3f bytes_per_step=%.0f weights=%016llx\n",
-                o.algorithm.c_str(), n, final_loss, final_acc, 1e3 * total_step_s / total_steps,
-                static_cast<double>(total_bytes) / total_steps,
-                static_cast<unsigned long long>(fnv1a(model.w.data(), p * sizeof(float))));
+    std::printf(
+        "summary algorithm=%s ranks=%d loss=%.6f accuracy=%.4f step_ms=%.3f bytes_per_step=%.0f weights=%016llx\n",
+        o.algorithm.c_str(), n, final_loss, final_acc, 1e3 * total_step_s / total_steps,
+        static_cast<double>(total_bytes) / total_steps,
+        static_cast<unsigned long long>(fnv1a(model.w.data(), p * sizeof(float))));
   CHECK(bagua_comm_destroy(comm));
   return 0;
 }

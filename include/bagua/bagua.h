@@ -23,7 +23,7 @@ extern "C" {
 #define BAGUA_VERSION_MAJOR 0
 #define BAGUA_VERSION_MINOR 1
 #define BAGUA_VERSION_PATCH 0
-#define BAGUA_VERSION(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+#define BAGUA_VERSION(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 #define BAGUA_VERSION_CODE BAGUA_VERSION(BAGUA_VERSION_MAJOR, BAGUA_VERSION_MINOR, BAGUA_VERSION_PATCH)
 
 typedef enum {
@@ -74,18 +74,18 @@ typedef struct {
 #define BAGUA_CONFIG_MAGIC 0xBA6C0F16u
 #define BAGUA_CONFIG_UNDEF_INT (-2147483647 - 1)
 typedef struct {
-  size_t size;          /* sizeof(bagua_config_t) as the caller compiled it */
-  unsigned int magic;   /* BAGUA_CONFIG_MAGIC */
-  unsigned int version; /* BAGUA_VERSION_CODE as the caller compiled it */
-  int timeout_ms;       /* every wait gives up after this long; default BAGUA_TIMEOUT or 30 s */
-  int bind_numa;        /* 1: bind this rank's threads to its NUMA node; default BAGUA_BIND or 0 */
+  size_t size;           /* sizeof(bagua_config_t) as the caller compiled it */
+  unsigned int magic;    /* BAGUA_CONFIG_MAGIC */
+  unsigned int version;  /* BAGUA_VERSION_CODE as the caller compiled it */
+  int timeout_ms;        /* every wait gives up after this long; default BAGUA_TIMEOUT or 30 s */
+  int bind_numa;         /* 1: bind this rank's threads to its NUMA node; default BAGUA_BIND or 0 */
   const char* comm_name; /* shown in log lines; may be NULL */
 } bagua_config_t;
 
-#define BAGUA_CONFIG_INITIALIZER                                                          \
-  {                                                                                       \
-    sizeof(bagua_config_t), BAGUA_CONFIG_MAGIC, BAGUA_VERSION_CODE, BAGUA_CONFIG_UNDEF_INT, \
-        BAGUA_CONFIG_UNDEF_INT, NULL                                                      \
+#define BAGUA_CONFIG_INITIALIZER                                                                                    \
+  {                                                                                                                 \
+    sizeof(bagua_config_t), BAGUA_CONFIG_MAGIC, BAGUA_VERSION_CODE, BAGUA_CONFIG_UNDEF_INT, BAGUA_CONFIG_UNDEF_INT, \
+        NULL                                                                                                        \
   }
 
 /* ---- status, errors, version ---- */
@@ -97,8 +97,8 @@ BAGUA_API int bagua_get_version(void);
 /* ---- communicators ---- */
 BAGUA_API bagua_status_t bagua_get_unique_id(bagua_unique_id_t* id);
 BAGUA_API bagua_status_t bagua_comm_init_rank(bagua_comm_t* comm, int nranks, bagua_unique_id_t id, int rank);
-BAGUA_API bagua_status_t bagua_comm_init_rank_config(bagua_comm_t* comm, int nranks, bagua_unique_id_t id,
-                                                     int rank, const bagua_config_t* config);
+BAGUA_API bagua_status_t bagua_comm_init_rank_config(bagua_comm_t* comm, int nranks, bagua_unique_id_t id, int rank,
+                                                     const bagua_config_t* config);
 /* Reads BAGUA_* (bagua-run), torchrun, Open MPI or Slurm variables, in that order. */
 BAGUA_API bagua_status_t bagua_comm_init_from_env(bagua_comm_t* comm);
 /* Frees the communicator. Safe after an error or an abort; returns within about 2 s even when peers are dead. */
@@ -133,11 +133,11 @@ typedef enum {
 /* Traffic counters. Set size = sizeof(bagua_stats_t) before the call (older callers pass less). */
 typedef struct {
   size_t size;
-  uint64_t bytes_sent;        /* payload bytes this rank handed to the transport */
-  uint64_t bytes_received;    /* payload bytes this rank received */
+  uint64_t bytes_sent;     /* payload bytes this rank handed to the transport */
+  uint64_t bytes_received; /* payload bytes this rank received */
   uint64_t messages_sent;
   uint64_t messages_received;
-  uint64_t ops[BAGUA_OPKIND_COUNT];        /* operations completed, by bagua_opkind_t */
+  uint64_t ops[BAGUA_OPKIND_COUNT]; /* operations completed, by bagua_opkind_t */
   uint64_t bytes_sent_by_op[BAGUA_OPKIND_COUNT];
   uint64_t compute_ns; /* time spent in compression kernels (compress, decompress, owner step) */
 } bagua_stats_t;
@@ -162,8 +162,8 @@ BAGUA_API bagua_status_t bagua_reduce_scatter(const void* sendbuf, void* recvbuf
                                               bagua_datatype_t dtype, bagua_redop_t op, bagua_comm_t comm,
                                               void* stream);
 /* recvbuf holds nranks * sendcount. In place when sendbuf == recvbuf + r * sendcount. */
-BAGUA_API bagua_status_t bagua_allgather(const void* sendbuf, void* recvbuf, size_t sendcount,
-                                         bagua_datatype_t dtype, bagua_comm_t comm, void* stream);
+BAGUA_API bagua_status_t bagua_allgather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype,
+                                         bagua_comm_t comm, void* stream);
 /* sendbuf is read on root only. In place when sendbuf == recvbuf on root. */
 BAGUA_API bagua_status_t bagua_broadcast(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                          int root, bagua_comm_t comm, void* stream);
@@ -184,8 +184,8 @@ BAGUA_API bagua_status_t bagua_gather(const void* sendbuf, void* recvbuf, size_t
 BAGUA_API bagua_status_t bagua_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, bagua_datatype_t dtype,
                                        int root, bagua_comm_t comm, void* stream);
 /* Point to point: the k-th send from A to B matches the k-th recv on B from A; counts must agree. */
-BAGUA_API bagua_status_t bagua_send(const void* buf, size_t count, bagua_datatype_t dtype, int peer,
-                                    bagua_comm_t comm, void* stream);
+BAGUA_API bagua_status_t bagua_send(const void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
+                                    void* stream);
 BAGUA_API bagua_status_t bagua_recv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
                                     void* stream);
 /* Operations issued between these progress together and complete in bagua_group_end, which returns the first
@@ -203,8 +203,8 @@ BAGUA_API bagua_status_t bagua_iallreduce(const void* sendbuf, void* recvbuf, si
 BAGUA_API bagua_status_t bagua_ireduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount,
                                                bagua_datatype_t dtype, bagua_redop_t op, bagua_comm_t comm,
                                                bagua_request_t* req);
-BAGUA_API bagua_status_t bagua_iallgather(const void* sendbuf, void* recvbuf, size_t sendcount,
-                                          bagua_datatype_t dtype, bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_iallgather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype,
+                                          bagua_comm_t comm, bagua_request_t* req);
 BAGUA_API bagua_status_t bagua_ibroadcast(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                           int root, bagua_comm_t comm, bagua_request_t* req);
 BAGUA_API bagua_status_t bagua_ireduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
@@ -219,8 +219,8 @@ BAGUA_API bagua_status_t bagua_igather(const void* sendbuf, void* recvbuf, size_
 BAGUA_API bagua_status_t bagua_iscatter(const void* sendbuf, void* recvbuf, size_t recvcount, bagua_datatype_t dtype,
                                         int root, bagua_comm_t comm, bagua_request_t* req);
 BAGUA_API bagua_status_t bagua_ibarrier(bagua_comm_t comm, bagua_request_t* req);
-BAGUA_API bagua_status_t bagua_isend(const void* buf, size_t count, bagua_datatype_t dtype, int peer,
-                                     bagua_comm_t comm, bagua_request_t* req);
+BAGUA_API bagua_status_t bagua_isend(const void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
+                                     bagua_request_t* req);
 BAGUA_API bagua_status_t bagua_irecv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
                                      bagua_request_t* req);
 /* Advances the request. done=1: it finished, is freed, and its status is returned. done=0: BAGUA_IN_PROGRESS. */
@@ -247,22 +247,22 @@ typedef enum {
 #define BAGUA_COMPRESSION_MAGIC 0xBA6CC0DEu
 /* Versioned like bagua_config_t: size, magic and version first; new fields are only appended. */
 typedef struct {
-  size_t size;           /* sizeof(bagua_compression_t) as the caller compiled it */
-  unsigned int magic;    /* BAGUA_COMPRESSION_MAGIC */
-  unsigned int version;  /* BAGUA_VERSION_CODE */
-  int kind;              /* bagua_compress_kind_t */
-  int bits;              /* min-max: 1, 2, 4 or 8 */
-  size_t chunk;          /* elements per min/max (or sign scale) chunk: 256 to 4096 */
-  int stochastic;        /* min-max: stochastic rounding instead of nearest */
-  uint64_t seed;         /* stochastic rounding seed (the draws also depend on step, rank and index) */
-  int error_feedback;    /* 1: keep what compression lost and add it to the next step (needs a qstate) */
-  int hierarchical;      /* bagua_hierarchical_t */
+  size_t size;          /* sizeof(bagua_compression_t) as the caller compiled it */
+  unsigned int magic;   /* BAGUA_COMPRESSION_MAGIC */
+  unsigned int version; /* BAGUA_VERSION_CODE */
+  int kind;             /* bagua_compress_kind_t */
+  int bits;             /* min-max: 1, 2, 4 or 8 */
+  size_t chunk;         /* elements per min/max (or sign scale) chunk: 256 to 4096 */
+  int stochastic;       /* min-max: stochastic rounding instead of nearest */
+  uint64_t seed;        /* stochastic rounding seed (the draws also depend on step, rank and index) */
+  int error_feedback;   /* 1: keep what compression lost and add it to the next step (needs a qstate) */
+  int hierarchical;     /* bagua_hierarchical_t */
 } bagua_compression_t;
 
-#define BAGUA_COMPRESSION_INITIALIZER                                                                       \
-  {                                                                                                        \
-    sizeof(bagua_compression_t), BAGUA_COMPRESSION_MAGIC, BAGUA_VERSION_CODE, BAGUA_COMPRESS_MINMAX, 8, 1024, 0, \
-        0, 0, BAGUA_HIERARCHICAL_AUTO                                                                      \
+#define BAGUA_COMPRESSION_INITIALIZER                                                                                  \
+  {                                                                                                                    \
+    sizeof(bagua_compression_t), BAGUA_COMPRESSION_MAGIC, BAGUA_VERSION_CODE, BAGUA_COMPRESS_MINMAX, 8, 1024, 0, 0, 0, \
+        BAGUA_HIERARCHICAL_AUTO                                                                                        \
   }
 
 /* Error-feedback buffers (the worker's, and the owner's for its reduced chunk), scratch space and the step
@@ -301,9 +301,9 @@ BAGUA_API bagua_status_t bagua_topology_create(bagua_comm_t comm, bagua_topology
 /* A static weighted graph: edge e sends src[e]'s vector to dst[e] with weight weights[e]; a rank's own weight is
  * 1 minus its in-weights. metropolis_hastings = 1 ignores weights (may be NULL), requires a symmetric edge list,
  * and uses w_ij = 1 / (1 + max(deg i, deg j)). Every rank must pass the same list. */
-BAGUA_API bagua_status_t bagua_topology_create_from_edges(bagua_comm_t comm, int nedges, const int* src,
-                                                          const int* dst, const double* weights,
-                                                          int metropolis_hastings, bagua_topology_t* topo);
+BAGUA_API bagua_status_t bagua_topology_create_from_edges(bagua_comm_t comm, int nedges, const int* src, const int* dst,
+                                                          const double* weights, int metropolis_hastings,
+                                                          bagua_topology_t* topo);
 /* Collective: checks that every rank holds the same topology (steps 0 .. its period - 1). */
 BAGUA_API bagua_status_t bagua_topology_check(bagua_topology_t topo);
 BAGUA_API bagua_status_t bagua_topology_destroy(bagua_topology_t topo);

@@ -43,13 +43,17 @@ void fold_out(Schedule& s, const Folding& f, uint8_t* buf, size_t bytes) {
   const ScheduleContext& ctx = s.context();
   Round& round = s.round();
   if (ctx.rank >= 2 * f.rem) return;
-  if (ctx.rank % 2 == 1) round.recvs.push_back({ctx.rank - 1, buf, bytes});
-  else round.sends.push_back({ctx.rank + 1, buf, bytes});
+  if (ctx.rank % 2 == 1)
+    round.recvs.push_back({ctx.rank - 1, buf, bytes});
+  else
+    round.sends.push_back({ctx.rank + 1, buf, bytes});
 }
 
 void combine_with_partner(Round& round, int my_rank, int partner, uint8_t* mine, const uint8_t* theirs, size_t count) {
-  if (partner < my_rank) round.after.push_back(reduce_step(mine, theirs, mine, count));
-  else round.after.push_back(reduce_step(mine, mine, theirs, count));
+  if (partner < my_rank)
+    round.after.push_back(reduce_step(mine, theirs, mine, count));
+  else
+    round.after.push_back(reduce_step(mine, mine, theirs, count));
 }
 
 uint8_t* prepare_buffer(Schedule& s, const CollectiveArgs& a, size_t bytes) {

@@ -11,9 +11,8 @@ namespace bagua {
 namespace {
 const char* const kCollectiveNames[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce",
                                         "alltoall",  "alltoallv",      "gather",    "scatter",   "barrier"};
-const char* const kAlgorithmNames[] = {"auto",   "ring",   "rd",       "rabenseifner", "tree",
-                                       "scatter_allgather", "rs_gather", "direct", "pairwise", "dissemination",
-                                       "hier", "hier_leader"};
+const char* const kAlgorithmNames[] = {"auto",      "ring",   "rd",       "rabenseifner",  "tree", "scatter_allgather",
+                                       "rs_gather", "direct", "pairwise", "dissemination", "hier", "hier_leader"};
 static_assert(sizeof(kCollectiveNames) / sizeof(kCollectiveNames[0]) == static_cast<size_t>(Collective::kCount));
 static_assert(sizeof(kAlgorithmNames) / sizeof(kAlgorithmNames[0]) == static_cast<size_t>(Algorithm::kCount));
 
@@ -77,10 +76,9 @@ bool algorithm_supports(Collective c, Algorithm a, int nranks, const HostLayout&
 }
 
 TagKind tag_kind_of(Collective c) {
-  static const TagKind kKinds[] = {TagKind::kAllreduce, TagKind::kReduceScatter, TagKind::kAllgather,
-                                   TagKind::kBroadcast, TagKind::kReduce,        TagKind::kAlltoall,
-                                   TagKind::kAlltoallv, TagKind::kGather,        TagKind::kScatter,
-                                   TagKind::kBarrier};
+  static const TagKind kKinds[] = {
+      TagKind::kAllreduce, TagKind::kReduceScatter, TagKind::kAllgather, TagKind::kBroadcast, TagKind::kReduce,
+      TagKind::kAlltoall,  TagKind::kAlltoallv,     TagKind::kGather,    TagKind::kScatter,   TagKind::kBarrier};
   return kKinds[static_cast<int>(c)];
 }
 
@@ -106,9 +104,10 @@ std::unique_ptr<Operation> build_collective(const CollectiveArgs& a, Algorithm a
                                           BAGUA_OPKIND_BARRIER};
   bagua_opkind_t kind = kKinds[static_cast<int>(a.collective)];
   if (a.collective == Collective::kAllreduce && algorithm == Algorithm::kRing) {
-    RingAllreduceArgs ring{a.sendbuf,  a.recvbuf, a.count,      a.dtype,       a.op,
-                           ctx.rank,   ctx.nranks, ctx.comm_id, ctx.sequence, ctx.ring_segment_bytes,
-                           ctx.ring_window, ctx.ring_position(), ctx.ring_next(), ctx.ring_prev()};
+    RingAllreduceArgs ring{
+        a.sendbuf,       a.recvbuf,           a.count,         a.dtype,        a.op,
+        ctx.rank,        ctx.nranks,          ctx.comm_id,     ctx.sequence,   ctx.ring_segment_bytes,
+        ctx.ring_window, ctx.ring_position(), ctx.ring_next(), ctx.ring_prev()};
     return std::make_unique<RingAllreduce>(ring, std::move(description));
   }
   using Builder = std::unique_ptr<Schedule> (*)(const CollectiveArgs&, const ScheduleContext&);
@@ -142,7 +141,9 @@ std::unique_ptr<Operation> build_collective(const CollectiveArgs& a, Algorithm a
                                                         : reduce_scatter_gather;
       break;
     case Collective::kAlltoall:
-    case Collective::kAlltoallv: builder = algorithm == Algorithm::kPairwise ? alltoall_pairwise : alltoall_direct; break;
+    case Collective::kAlltoallv:
+      builder = algorithm == Algorithm::kPairwise ? alltoall_pairwise : alltoall_direct;
+      break;
     case Collective::kGather: builder = gather_direct; break;
     case Collective::kScatter: builder = scatter_direct; break;
     case Collective::kBarrier: builder = barrier_dissemination; break;

@@ -28,16 +28,16 @@ enum class Collective {
 
 enum class Algorithm {
   kAuto,
-  kRing,                // pipelined ring (allreduce), ring steps (reduce_scatter, allgather)
-  kRecursiveDoubling,   // allreduce (any n, folding), allgather (power-of-two n)
-  kRabenseifner,        // allreduce: recursive halving reduce-scatter + recursive doubling allgather
-  kTree,                // binomial tree (broadcast, reduce; allreduce = reduce to rank 0 + broadcast)
-  kScatterAllgather,    // broadcast of large messages
-  kReduceScatterGather, // reduce of large messages
-  kDirect,              // one round, every peer at once (reduce_scatter, allgather, alltoall(v), gather, scatter);
-                        // allreduce on one host: owners read inputs and write results by cross-memory attach
-  kPairwise,            // n-1 rounds, one peer each (alltoall(v))
-  kDissemination,       // barrier
+  kRing,                 // pipelined ring (allreduce), ring steps (reduce_scatter, allgather)
+  kRecursiveDoubling,    // allreduce (any n, folding), allgather (power-of-two n)
+  kRabenseifner,         // allreduce: recursive halving reduce-scatter + recursive doubling allgather
+  kTree,                 // binomial tree (broadcast, reduce; allreduce = reduce to rank 0 + broadcast)
+  kScatterAllgather,     // broadcast of large messages
+  kReduceScatterGather,  // reduce of large messages
+  kDirect,               // one round, every peer at once (reduce_scatter, allgather, alltoall(v), gather, scatter);
+                         // allreduce on one host: owners read inputs and write results by cross-memory attach
+  kPairwise,             // n-1 rounds, one peer each (alltoall(v))
+  kDissemination,        // barrier
   kHierarchical,        // across hosts: rail allreduce (same ranks per host); leader-based reduce, broadcast, allgather
   kHierarchicalLeader,  // allreduce through one leader per host (any layout)
   kCount
@@ -77,8 +77,8 @@ struct CollectiveArgs {
 TagKind tag_kind_of(Collective c);
 
 // Builds the operation for `args` with a concrete algorithm (never kAuto).
-std::unique_ptr<Operation> build_collective(const CollectiveArgs& args, Algorithm algorithm,
-                                            const ScheduleContext& ctx, std::string description);
+std::unique_ptr<Operation> build_collective(const CollectiveArgs& args, Algorithm algorithm, const ScheduleContext& ctx,
+                                            std::string description);
 
 // Schedule builders, one per (collective, algorithm) pair (allreduce_algorithms.cc, *_algorithms.cc).
 std::unique_ptr<Schedule> allreduce_recursive_doubling(const CollectiveArgs& a, const ScheduleContext& ctx);

@@ -3,8 +3,8 @@
 // Rank b owns block b. Round 0: every rank tells the others its pid, buffer addresses, count, datatype and
 // op. Then each owner, segment by segment, reads that segment of its block from every peer into a small
 // buffer, combines (own input first, then peers by ascending rank) into its own recvbuf, and writes the
-// result straight into every peer's recvbuf. Round 1: every rank tells the others it is done; after it, no peer reads or writes
-// this rank's buffers any more.
+// result straight into every peer's recvbuf. Round 1: every rank tells the others it is done; after it, no peer reads
+// or writes this rank's buffers any more.
 //
 // Per rank, (n-1)/n of the vector N is read from peers and as much written into them; the ring with
 // single-copy reads moves twice that, because each rank reads its result back from the owner. The segment
@@ -60,8 +60,8 @@ struct DirectWork {
       const PeerBuffers& p = peers[r];
       if (p.count != mine.count || p.dtype != mine.dtype || p.op != mine.op)
         fail(BAGUA_ERR_INVALID_USAGE, "rank {} called allreduce with {} x {} ({}), this rank with {} x {} ({})", r,
-             p.count, datatype_name(static_cast<bagua_datatype_t>(p.dtype)), redop_name(static_cast<bagua_redop_t>(p.op)),
-             mine.count, datatype_name(args.dtype), redop_name(args.op));
+             p.count, datatype_name(static_cast<bagua_datatype_t>(p.dtype)),
+             redop_name(static_cast<bagua_redop_t>(p.op)), mine.count, datatype_name(args.dtype), redop_name(args.op));
     }
   }
 
@@ -69,7 +69,8 @@ struct DirectWork {
     check_agreement();
     if (check_peers) check_peers();
     const size_t elem = datatype_size(args.dtype);
-    const size_t begin = ring::chunk_begin(args.count, nranks, rank), count = ring::chunk_size(args.count, nranks, rank);
+    const size_t begin = ring::chunk_begin(args.count, nranks, rank),
+                 count = ring::chunk_size(args.count, nranks, rank);
     const size_t seg_elems = kSegmentBytes / elem;
     auto* out = static_cast<uint8_t*>(args.recvbuf);
     const auto* in = static_cast<const uint8_t*>(args.sendbuf);
@@ -81,8 +82,8 @@ struct DirectWork {
       bool first = true;
       for (int r = 0; r < nranks; ++r) {
         if (r == rank) continue;
-        std::string error = read_process_memory(static_cast<pid_t>(peers[r].pid), peers[r].sendbuf + at,
-                                                segment.get(), bytes);
+        std::string error =
+            read_process_memory(static_cast<pid_t>(peers[r].pid), peers[r].sendbuf + at, segment.get(), bytes);
         if (!error.empty()) fail(BAGUA_ERR_REMOTE, "reading {} bytes of rank {}'s input failed: {}", bytes, r, error);
         schedule->add_direct_traffic(0, bytes);
         reduce_from(out + at, first ? in + at : out + at, segment.get(), n, args.dtype, args.op);
@@ -91,8 +92,10 @@ struct DirectWork {
       if (args.op == BAGUA_AVG) divide_by(out + at, n, args.dtype, nranks);
       for (int r = 0; r < nranks; ++r) {
         if (r == rank) continue;
-        std::string error = write_process_memory(static_cast<pid_t>(peers[r].pid), peers[r].recvbuf + at, out + at, bytes);
-        if (!error.empty()) fail(BAGUA_ERR_REMOTE, "writing {} bytes into rank {}'s output failed: {}", bytes, r, error);
+        std::string error =
+            write_process_memory(static_cast<pid_t>(peers[r].pid), peers[r].recvbuf + at, out + at, bytes);
+        if (!error.empty())
+          fail(BAGUA_ERR_REMOTE, "writing {} bytes into rank {}'s output failed: {}", bytes, r, error);
         schedule->add_direct_traffic(bytes, 0);
       }
     }
@@ -112,7 +115,7 @@ std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const Schedu
   w->args = a;
   w->rank = ctx.rank;
   w->nranks = ctx.nranks;
-  w->mine = {static_cast<uint64_t>(getpid()),      reinterpret_cast<uintptr_t>(a.sendbuf),
+  w->mine = {static_cast<uint64_t>(getpid()),        reinterpret_cast<uintptr_t>(a.sendbuf),
              reinterpret_cast<uintptr_t>(a.recvbuf), a.count,
              static_cast<uint32_t>(a.dtype),         static_cast<uint32_t>(a.op)};
   w->check_peers = ctx.check_peers;

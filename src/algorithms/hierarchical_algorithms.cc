@@ -54,8 +54,8 @@ void group_reduce_scatter(Schedule& s, const std::vector<int>& group, int me, co
       int send_block = ring::wrap(me - k - 1, g), recv_block = ring::wrap(me - k - 2, g);
       Round& round = s.round();
       round.recvs.push_back({prev, tmp, blocks.bytes(recv_block)});
-      round.sends.push_back({next, k == 0 ? src + blocks.offset_bytes(send_block) : acc[(k - 1) % 2],
-                             blocks.bytes(send_block)});
+      round.sends.push_back(
+          {next, k == 0 ? src + blocks.offset_bytes(send_block) : acc[(k - 1) % 2], blocks.bytes(send_block)});
       uint8_t* dst = k == g - 2 ? out : acc[k % 2];
       round.after.push_back(reduce_step(dst, tmp, src + blocks.offset_bytes(recv_block), blocks.count(recv_block)));
     }
@@ -252,7 +252,8 @@ std::unique_ptr<Schedule> reduce_hierarchical(const CollectiveArgs& a, const Sch
   size_t bytes = a.count * datatype_size(a.dtype);
   const int H = static_cast<int>(ctx.hosts.size());
   // Leaders accumulate in recvbuf (the root) or scratch.
-  uint8_t* acc = ctx.rank == a.root ? static_cast<uint8_t*>(a.recvbuf) : (ctx.rank == leader ? s->scratch(bytes) : nullptr);
+  uint8_t* acc =
+      ctx.rank == a.root ? static_cast<uint8_t*>(a.recvbuf) : (ctx.rank == leader ? s->scratch(bytes) : nullptr);
   reduce_to_leader(*s, ctx, leader, host, a.sendbuf, acc, a.count, bytes);
   // Binomial reduce among leaders toward the root's host.
   int root_host = place_of(ctx, a.root).host;

@@ -27,9 +27,18 @@ void allreduce_now(Comm& comm, const void* sendbuf, void* recvbuf, size_t count,
   args.op = op;
   const int n = comm.size();
   Algorithm algorithm = comm.selector().choose(args.collective, args.message_bytes(n), n, comm.hosts());
-  ScheduleContext ctx{comm.rank(), n,  comm.id(), comm.next_collective_sequence(), tag_kind_of(args.collective),
-                      dtype,       op, comm.config().ring_segment_bytes, comm.config().ring_window,
-                      comm.ring_order(), comm.hosts(), [&comm] { comm.check_peers_now(); }};
+  ScheduleContext ctx{comm.rank(),
+                      n,
+                      comm.id(),
+                      comm.next_collective_sequence(),
+                      tag_kind_of(args.collective),
+                      dtype,
+                      op,
+                      comm.config().ring_segment_bytes,
+                      comm.config().ring_window,
+                      comm.ring_order(),
+                      comm.hosts(),
+                      [&comm] { comm.check_peers_now(); }};
   auto operation = build_collective(args, algorithm, ctx,
                                     fmt::format("allreduce #{} ({} x {}, {}, internal)", ctx.sequence, count,
                                                 datatype_name(dtype), algorithm_name(algorithm)));

@@ -20,8 +20,7 @@ void Operation::post_send(Transport& transport, Transfer& transfer, int peer, ui
   if (std::find(watched_.begin(), watched_.end(), &transfer) == watched_.end()) watched_.push_back(&transfer);
 }
 
-void Operation::post_recv(Transport& transport, Transfer& transfer, int peer, uint64_t tag, void* data,
-                          size_t bytes) {
+void Operation::post_recv(Transport& transport, Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) {
   transport.post_recv(transfer, peer, tag, data, bytes);
   if (std::find(watched_.begin(), watched_.end(), &transfer) == watched_.end()) watched_.push_back(&transfer);
 }

@@ -62,8 +62,8 @@ void RingAllreduce::post_unit(Transport& transport, uint64_t unit) {
   auto* base = static_cast<uint8_t*>(args_.recvbuf);
   uint64_t recv_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, args_.prev);
   uint64_t send_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, args_.rank);
-  void* recv_into = p.reduce ? scratch_.get() + (unit % slots_.size()) * slot_elems_ * elem_size_
-                             : base + p.recv_offset * elem_size_;
+  void* recv_into =
+      p.reduce ? scratch_.get() + (unit % slots_.size()) * slot_elems_ * elem_size_ : base + p.recv_offset * elem_size_;
   post_recv(transport, slot.recv, args_.prev, recv_tag, recv_into, p.recv_count * elem_size_);
   // Reduce-scatter step 0 sends this rank's own chunk straight from sendbuf: no staging copy.
   const uint8_t* send_base = unit < segments_ ? static_cast<const uint8_t*>(args_.sendbuf) : base;

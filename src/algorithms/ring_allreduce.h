@@ -48,8 +48,8 @@ class RingAllreduce : public Operation {
   struct UnitPlan {
     size_t send_offset, send_count;  // elements into recvbuf
     size_t recv_offset, recv_count;
-    bool reduce;                     // reduce-scatter step: receive into scratch and reduce
-    bool owner_final;                // last reduce-scatter step: this rank's owned chunk is complete
+    bool reduce;       // reduce-scatter step: receive into scratch and reduce
+    bool owner_final;  // last reduce-scatter step: this rank's owned chunk is complete
   };
 
   UnitPlan plan(uint64_t unit) const;

@@ -41,9 +41,11 @@ std::unique_ptr<Schedule> broadcast_scatter_allgather(const CollectiveArgs& a, c
     int mask = binomial::broadcast_mask(i, n);
     Round& round = s->round();
     if (int from = binomial::receive_from(vr, mask); from >= 0)
-      round.recvs.push_back({binomial::absolute(from, a.root, n), buf + chunks.offset_bytes(vr), span_bytes(vr, vr + mask)});
+      round.recvs.push_back(
+          {binomial::absolute(from, a.root, n), buf + chunks.offset_bytes(vr), span_bytes(vr, vr + mask)});
     if (int to = binomial::send_to(vr, mask, n); to >= 0)
-      round.sends.push_back({binomial::absolute(to, a.root, n), buf + chunks.offset_bytes(to), span_bytes(to, to + mask)});
+      round.sends.push_back(
+          {binomial::absolute(to, a.root, n), buf + chunks.offset_bytes(to), span_bytes(to, to + mask)});
   }
   // Ring allgather in relative ranks (ring neighbours are the same in absolute ranks).
   for (int k = 0; k < n - 1; ++k) {

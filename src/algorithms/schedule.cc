@@ -30,12 +30,8 @@ void ScheduleOp::run_steps(const std::vector<LocalStep>& steps, Transport& trans
       case LocalStep::Kind::kCopy:
         if (step.count > 0 && step.dst != step.a) std::memmove(step.dst, step.a, step.count);
         break;
-      case LocalStep::Kind::kReduce:
-        reduce_from(step.dst, step.a, step.b, step.count, ctx.dtype, ctx.op);
-        break;
-      case LocalStep::Kind::kDivide:
-        divide_by(step.dst, step.count, ctx.dtype, ctx.nranks);
-        break;
+      case LocalStep::Kind::kReduce: reduce_from(step.dst, step.a, step.b, step.count, ctx.dtype, ctx.op); break;
+      case LocalStep::Kind::kDivide: divide_by(step.dst, step.count, ctx.dtype, ctx.nranks); break;
       case LocalStep::Kind::kCall: {
         step.call();
         auto [sent, received] = schedule_->take_direct_traffic();
@@ -65,8 +61,8 @@ void ScheduleOp::post_round(Transport& transport) {
   for (const SendSpec& s : round.sends) {
     uint64_t slot = send_slot[s.peer]++;
     if (slot >= 64) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
-    post_send(transport, transfers_[t++], s.peer,
-              make_tag(ctx.kind, ctx.comm_id, ctx.sequence, base | slot, ctx.rank), s.data, s.bytes, s.mode);
+    post_send(transport, transfers_[t++], s.peer, make_tag(ctx.kind, ctx.comm_id, ctx.sequence, base | slot, ctx.rank),
+              s.data, s.bytes, s.mode);
   }
   posted_ = true;
 }

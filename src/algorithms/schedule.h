@@ -56,7 +56,7 @@ struct LocalStep {
   void* dst;
   const void* a;  // kCopy: source. kReduce: dst = a op b (a, b may alias dst)
   const void* b;
-  size_t count;   // elements (kReduce, kDivide) or bytes (kCopy)
+  size_t count;                     // elements (kReduce, kDivide) or bytes (kCopy)
   std::function<void()> call = {};  // kCall: compression, decompression and other algorithm-specific work
 };
 
@@ -69,7 +69,9 @@ inline LocalStep reduce_step(void* dst, const void* a, const void* b, size_t cou
 inline LocalStep call_step(std::function<void()> fn) {
   return {LocalStep::Kind::kCall, nullptr, nullptr, nullptr, 0, std::move(fn)};
 }
-inline LocalStep divide_step(void* dst, size_t count) { return {LocalStep::Kind::kDivide, dst, nullptr, nullptr, count}; }
+inline LocalStep divide_step(void* dst, size_t count) {
+  return {LocalStep::Kind::kDivide, dst, nullptr, nullptr, count};
+}
 
 struct Round {
   std::vector<RecvSpec> recvs;
@@ -143,8 +145,10 @@ class Schedule {
   std::vector<LocalStep>& prologue() { return prologue_; }
   // A local step that runs after everything added so far.
   void then(const LocalStep& step) {
-    if (rounds_.empty()) prologue_.push_back(step);
-    else rounds_.back().after.push_back(step);
+    if (rounds_.empty())
+      prologue_.push_back(step);
+    else
+      rounds_.back().after.push_back(step);
   }
   // Bytes a local step moved to or from peers outside the transport (cross-memory attach), added to the
   // communicator's byte counters (not its message counters).

@@ -34,10 +34,14 @@ bool parse_byte_size(const std::string& text, size_t* out) {
   double value = std::strtod(text.c_str(), &end);
   std::string suffix = end;
   double scale = 1;
-  if (suffix == "K" || suffix == "k") scale = 1024.0;
-  else if (suffix == "M" || suffix == "m") scale = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") scale = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) return false;
+  if (suffix == "K" || suffix == "k")
+    scale = 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty())
+    return false;
   if (end == text.c_str() || value < 0 || !std::isfinite(value)) return false;
   *out = static_cast<size_t>(value * scale);
   return true;
@@ -46,8 +50,8 @@ bool parse_byte_size(const std::string& text, size_t* out) {
 AlgorithmSelector::AlgorithmSelector(const std::string& spec, double inter_host_gbps) {
   model_.inter_host_gbps = inter_host_gbps;
   auto bad = [&](const std::string& why) {
-    fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_ALGO='{}': {} (expected e.g. 'allreduce:ring' or 'allreduce:0-64K:rd,64K-:ring')",
-         spec, why);
+    fail(BAGUA_ERR_INVALID_USAGE,
+         "BAGUA_ALGO='{}': {} (expected e.g. 'allreduce:ring' or 'allreduce:0-64K:rd,64K-:ring')", spec, why);
   };
   for (const std::string& raw_rule : split(spec, ';')) {
     std::string rule = trim(raw_rule);
@@ -72,8 +76,7 @@ AlgorithmSelector::AlgorithmSelector(const std::string& spec, double inter_host_
         if (lo >= hi) bad("empty range '" + range + "'");
       }
       Algorithm a;
-      if (!parse_algorithm(trim(algo_text), &a) || a == Algorithm::kAuto)
-        bad("unknown algorithm '" + algo_text + "'");
+      if (!parse_algorithm(trim(algo_text), &a) || a == Algorithm::kAuto) bad("unknown algorithm '" + algo_text + "'");
       bool usable_somewhere = false;
       HostLayout two_hosts = {{0, 1}, {2, 3}};
       for (int n : {2, 3, 4, 8}) usable_somewhere |= algorithm_supports(c, a, n);
@@ -122,7 +125,7 @@ double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n, const 
   const double beta_inter = 1e-3 / inter_host_gbps;
   // Flat algorithms on several hosts are bound by the links between them.
   const double beta = H > 1 ? beta_inter : beta_intra;  // us per byte
-  const double gamma = 1e-3 / reduce_gbps;  // us per byte reduced
+  const double gamma = 1e-3 / reduce_gbps;              // us per byte reduced
   const double levels = binomial::ceil_log2(n);
   const int p = recursive::core_size(n);
   const double fold = recursive::folded(n) > 0 ? 1.0 : 0.0;
@@ -136,8 +139,7 @@ double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n, const 
       case Collective::kAllreduce:
         // The rail runs L flows over each host link at once. With its pieces sent eagerly they fill the link
         // as one flow would (test bed, 2x2, 1 Gbit/s); by rendezvous they had taken ~1.6x longer.
-        if (a == Algorithm::kHierarchical)
-          return intra_rs_ag + (L - 1) / L * m * gamma + 2 * (H - 1) * alpha + inter;
+        if (a == Algorithm::kHierarchical) return intra_rs_ag + (L - 1) / L * m * gamma + 2 * (H - 1) * alpha + inter;
         return 2 * alpha + 2 * (L - 1) * m * beta_intra + (L - 1) * m * gamma + 2 * (H - 1) * alpha + inter;
       case Collective::kReduce:
       case Collective::kBroadcast:

@@ -1,8 +1,10 @@
 // Algorithm selection: a pure function of (collective, bytes, nranks, host layout, configuration, and the
-// cross-memory verdict all ranks agreed on at init), so every rank picks the same. BAGUA_ALGO rules come first; otherwise a latency-bandwidth cost model with constants measured
-// offline on a 2-core host with UCX shared memory (docs/algorithms.md).
+// cross-memory verdict all ranks agreed on at init), so every rank picks the same. BAGUA_ALGO rules come first;
+// otherwise a latency-bandwidth cost model with constants measured offline on a 2-core host with UCX shared memory
+// (docs/algorithms.md).
 //
-// BAGUA_ALGO grammar:  spec := rule (';' rule)*     rule := collective ':' [range ':'] algorithm (',' range ':' algorithm)*
+// BAGUA_ALGO grammar:  spec := rule (';' rule)*     rule := collective ':' [range ':'] algorithm (',' range ':'
+// algorithm)*
 //                      range := [size] '-' [size]   (half-open [lo, hi); sizes in bytes with K, M, G suffixes)
 // e.g. "allreduce:ring", "allreduce:0-64K:rd,64K-:ring;broadcast:tree".
 #pragma once
@@ -17,11 +19,11 @@ namespace bagua {
 // Constants measured on this project's 2-core development host (UCX 1.13 shared memory, single-copy
 // transfers, AVX-512 reductions) with bagua_allreduce_perf and every algorithm forced; docs/algorithms.md.
 struct CostModel {
-  double latency_us = 2.5;          // alpha: one round of messages
-  double rendezvous_us = 3.0;       // extra per round when its messages exceed the eager limit
-  size_t eager_limit = 8192;        // UCX switches from eager to rendezvous above this (tag_send table; only
-                                    // the rail's SendMode::kEager pieces go eagerly up to 2 MiB)
-  double single_copy_us = 4.0;      // extra per round whose messages take the single-copy handshake
+  double latency_us = 2.5;      // alpha: one round of messages
+  double rendezvous_us = 3.0;   // extra per round when its messages exceed the eager limit
+  size_t eager_limit = 8192;    // UCX switches from eager to rendezvous above this (tag_send table; only
+                                // the rail's SendMode::kEager pieces go eagerly up to 2 MiB)
+  double single_copy_us = 4.0;  // extra per round whose messages take the single-copy handshake
   size_t single_copy_limit = 64 << 10;
   double per_message_us = 0.4;      // extra per message when a round talks to many peers
   double link_gbps = 6.5;           // beta: bytes moved per rank within a host, GB/s

@@ -16,7 +16,6 @@ namespace bagua {
 namespace {
 thread_local std::string t_last_error;
 
-
 void warn_unauthenticated_once() {
   static std::atomic<bool> warned(false);
   if (!warned.exchange(true))
@@ -54,7 +53,8 @@ Comm& require_comm(bagua_comm* comm) {
 }
 
 static void check_nranks_rank(int nranks, int rank) {
-  if (nranks < 1 || nranks > kMaxRanks) fail(BAGUA_ERR_INVALID_ARGUMENT, "nranks {} is outside [1, {}]", nranks, kMaxRanks);
+  if (nranks < 1 || nranks > kMaxRanks)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "nranks {} is outside [1, {}]", nranks, kMaxRanks);
   if (rank < 0 || rank >= nranks) fail(BAGUA_ERR_INVALID_ARGUMENT, "rank {} is outside [0, {})", rank, nranks);
 }
 
@@ -185,6 +185,5 @@ bagua_status_t bagua_comm_local_size(bagua_comm_t comm, int* local_size) {
     *local_size = c.local_size();
   });
 }
-
 
 }  // extern "C"

@@ -28,7 +28,8 @@ thread_local GroupState t_group;
 }  // namespace
 
 size_t checked_bytes(size_t count, bagua_datatype_t dtype, const char* what, size_t multiplier) {
-  if (!valid_datatype(dtype)) fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
+  if (!valid_datatype(dtype))
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
   size_t size = datatype_size(dtype);
   if (multiplier == 0 || count > static_cast<size_t>(PTRDIFF_MAX) / size / multiplier)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "{} {} of {} overflows the address space", what, count, datatype_name(dtype));
@@ -36,7 +37,8 @@ size_t checked_bytes(size_t count, bagua_datatype_t dtype, const char* what, siz
 }
 
 void check_dtype_in(bagua_datatype_t dtype, std::initializer_list<bagua_datatype_t> allowed, const char* what) {
-  if (!valid_datatype(dtype)) fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
+  if (!valid_datatype(dtype))
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
   std::string names;
   for (bagua_datatype_t t : allowed) {
     if (t == dtype) return;
@@ -59,7 +61,8 @@ void check_buffer(const void* buf, size_t bytes, const char* name) {
 }
 
 void check_rank(const Comm& comm, int rank, const char* what) {
-  if (rank < 0 || rank >= comm.size()) fail(BAGUA_ERR_INVALID_ARGUMENT, "{} {} is outside [0, {})", what, rank, comm.size());
+  if (rank < 0 || rank >= comm.size())
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "{} {} is outside [0, {})", what, rank, comm.size());
 }
 
 bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
@@ -74,7 +77,8 @@ namespace {
 void check_in_place(const void* send, size_t send_bytes, const void* recv, size_t recv_bytes, const void* in_place_at) {
   if (send == in_place_at) return;
   if (overlap(send, send_bytes, recv, recv_bytes))
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "sendbuf and recvbuf overlap but are not in place (see the in-place rule of this call)");
+    fail(BAGUA_ERR_INVALID_ARGUMENT,
+         "sendbuf and recvbuf overlap but are not in place (see the in-place rule of this call)");
 }
 
 const uint8_t* at(const void* p, size_t offset) { return static_cast<const uint8_t*>(p) + offset; }
@@ -149,11 +153,12 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args) {
       require_pointer(args.recvcounts, "recvcounts");
       require_pointer(args.rdispls, "rdispls");
       if (args.sendcounts[r] != args.recvcounts[r])
-        fail(BAGUA_ERR_INVALID_ARGUMENT, "sendcounts[{}] = {} but recvcounts[{}] = {}: what a rank sends itself must fit",
-             r, args.sendcounts[r], r, args.recvcounts[r]);
+        fail(BAGUA_ERR_INVALID_ARGUMENT,
+             "sendcounts[{}] = {} but recvcounts[{}] = {}: what a rank sends itself must fit", r, args.sendcounts[r], r,
+             args.recvcounts[r]);
       size_t send_extent = 0, recv_extent = 0;
       for (int p = 0; p < n; ++p) {
-        size_t s_end = checked_bytes(args.sdispls[p], args.dtype, "sdispls") ;
+        size_t s_end = checked_bytes(args.sdispls[p], args.dtype, "sdispls");
         size_t s_len = checked_bytes(args.sendcounts[p], args.dtype, "sendcounts");
         size_t r_end = checked_bytes(args.rdispls[p], args.dtype, "rdispls");
         size_t r_len = checked_bytes(args.recvcounts[p], args.dtype, "recvcounts");
@@ -194,14 +199,22 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args) {
   }
   comm.check_usable();
   Algorithm algorithm = comm.selector().choose(args.collective, args.message_bytes(n), n, comm.hosts());
-  ScheduleContext ctx{r,          n,       comm.id(), comm.next_collective_sequence(), tag_kind_of(args.collective),
-                      args.dtype, args.op, comm.config().ring_segment_bytes, comm.config().ring_window,
-                      comm.ring_order(), comm.hosts(), [&comm] { comm.check_peers_now(); }};
-  std::string description =
-      args.collective == Collective::kBarrier
-          ? fmt::format("barrier #{}", ctx.sequence)
-          : fmt::format("{} #{} ({} x {}, {})", collective_name(args.collective), ctx.sequence, args.count,
-                        datatype_name(args.dtype), algorithm_name(algorithm));
+  ScheduleContext ctx{r,
+                      n,
+                      comm.id(),
+                      comm.next_collective_sequence(),
+                      tag_kind_of(args.collective),
+                      args.dtype,
+                      args.op,
+                      comm.config().ring_segment_bytes,
+                      comm.config().ring_window,
+                      comm.ring_order(),
+                      comm.hosts(),
+                      [&comm] { comm.check_peers_now(); }};
+  std::string description = args.collective == Collective::kBarrier
+                                ? fmt::format("barrier #{}", ctx.sequence)
+                                : fmt::format("{} #{} ({} x {}, {})", collective_name(args.collective), ctx.sequence,
+                                              args.count, datatype_name(args.dtype), algorithm_name(algorithm));
   BAGUA_TRACE("posting {}", description);
   return build_collective(args, algorithm, ctx, std::move(description));
 }
@@ -213,8 +226,8 @@ std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, 
   comm.check_usable();
   uint64_t seq = comm.next_send_sequence(peer);
   uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, comm.rank());
-  return std::make_unique<SendOp>(buf, bytes, peer, tag,
-                                  fmt::format("send #{} of {} x {} to rank {}", seq, count, datatype_name(dtype), peer));
+  return std::make_unique<SendOp>(
+      buf, bytes, peer, tag, fmt::format("send #{} of {} x {} to rank {}", seq, count, datatype_name(dtype), peer));
 }
 
 std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_datatype_t dtype, int peer) {
@@ -225,7 +238,8 @@ std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_
   uint64_t seq = comm.next_recv_sequence(peer);
   uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, peer);
   return std::make_unique<RecvOp>(
-      buf, bytes, peer, tag, fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer));
+      buf, bytes, peer, tag,
+      fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer));
 }
 
 }  // namespace
@@ -309,7 +323,8 @@ bagua_status_t bagua_allreduce(const void* sendbuf, void* recvbuf, size_t count,
 }
 bagua_status_t bagua_iallreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                 bagua_redop_t op, bagua_comm_t comm, bagua_request_t* req) {
-  return nonblocking(comm, "bagua_iallreduce", args_of(Collective::kAllreduce, sendbuf, recvbuf, count, dtype, op), req);
+  return nonblocking(comm, "bagua_iallreduce", args_of(Collective::kAllreduce, sendbuf, recvbuf, count, dtype, op),
+                     req);
 }
 bagua_status_t bagua_reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, bagua_datatype_t dtype,
                                     bagua_redop_t op, bagua_comm_t comm, void*) {
@@ -327,7 +342,8 @@ bagua_status_t bagua_allgather(const void* sendbuf, void* recvbuf, size_t sendco
 }
 bagua_status_t bagua_iallgather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype,
                                 bagua_comm_t comm, bagua_request_t* req) {
-  return nonblocking(comm, "bagua_iallgather", args_of(Collective::kAllgather, sendbuf, recvbuf, sendcount, dtype), req);
+  return nonblocking(comm, "bagua_iallgather", args_of(Collective::kAllgather, sendbuf, recvbuf, sendcount, dtype),
+                     req);
 }
 bagua_status_t bagua_broadcast(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype, int root,
                                bagua_comm_t comm, void*) {
@@ -339,13 +355,14 @@ bagua_status_t bagua_ibroadcast(const void* sendbuf, void* recvbuf, size_t count
   return nonblocking(comm, "bagua_ibroadcast",
                      args_of(Collective::kBroadcast, sendbuf, recvbuf, count, dtype, BAGUA_SUM, root), req);
 }
-bagua_status_t bagua_reduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
-                            bagua_redop_t op, int root, bagua_comm_t comm, void*) {
+bagua_status_t bagua_reduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
+                            int root, bagua_comm_t comm, void*) {
   return blocking(comm, "bagua_reduce", args_of(Collective::kReduce, sendbuf, recvbuf, count, dtype, op, root));
 }
-bagua_status_t bagua_ireduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
-                             bagua_redop_t op, int root, bagua_comm_t comm, bagua_request_t* req) {
-  return nonblocking(comm, "bagua_ireduce", args_of(Collective::kReduce, sendbuf, recvbuf, count, dtype, op, root), req);
+bagua_status_t bagua_ireduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
+                             int root, bagua_comm_t comm, bagua_request_t* req) {
+  return nonblocking(comm, "bagua_ireduce", args_of(Collective::kReduce, sendbuf, recvbuf, count, dtype, op, root),
+                     req);
 }
 bagua_status_t bagua_alltoall(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                               bagua_comm_t comm, void*) {
@@ -369,7 +386,8 @@ bagua_status_t bagua_ialltoallv(const void* sendbuf, const size_t* sendcounts, c
 }
 bagua_status_t bagua_gather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype, int root,
                             bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_gather", args_of(Collective::kGather, sendbuf, recvbuf, sendcount, dtype, BAGUA_SUM, root));
+  return blocking(comm, "bagua_gather",
+                  args_of(Collective::kGather, sendbuf, recvbuf, sendcount, dtype, BAGUA_SUM, root));
 }
 bagua_status_t bagua_igather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype, int root,
                              bagua_comm_t comm, bagua_request_t* req) {
@@ -394,10 +412,12 @@ bagua_status_t bagua_ibarrier(bagua_comm_t comm, bagua_request_t* req) {
 }
 
 bagua_status_t bagua_send(const void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm, void*) {
-  return guarded(comm, "bagua_send", [&] { run_blocking(comm, make_send(require_comm(comm), buf, count, dtype, peer)); });
+  return guarded(comm, "bagua_send",
+                 [&] { run_blocking(comm, make_send(require_comm(comm), buf, count, dtype, peer)); });
 }
 bagua_status_t bagua_recv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm, void*) {
-  return guarded(comm, "bagua_recv", [&] { run_blocking(comm, make_recv(require_comm(comm), buf, count, dtype, peer)); });
+  return guarded(comm, "bagua_recv",
+                 [&] { run_blocking(comm, make_recv(require_comm(comm), buf, count, dtype, peer)); });
 }
 bagua_status_t bagua_isend(const void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
                            bagua_request_t* req) {
@@ -423,7 +443,8 @@ bagua_status_t bagua_group_start(void) {
 
 bagua_status_t bagua_group_end(void) {
   if (t_group.depth == 0)
-    return guarded(nullptr, "bagua_group_end", [] { fail(BAGUA_ERR_INVALID_USAGE, "bagua_group_end without bagua_group_start"); });
+    return guarded(nullptr, "bagua_group_end",
+                   [] { fail(BAGUA_ERR_INVALID_USAGE, "bagua_group_end without bagua_group_start"); });
   if (--t_group.depth > 0) return BAGUA_SUCCESS;
   // Drive every posted operation round-robin (they may depend on each other across communicators);
   // report the first error, after all have finished.
@@ -447,15 +468,18 @@ bagua_status_t bagua_group_end(void) {
       done[i] = true;
       --remaining;
     }
-    if (remaining < before) backoff.busy();
-    else backoff.idle();
+    if (remaining < before)
+      backoff.busy();
+    else
+      backoff.idle();
   }
   return first;
 }
 
 bagua_status_t bagua_test(bagua_request_t req, int* done) {
   if (req == nullptr || done == nullptr)
-    return guarded(nullptr, "bagua_test", [&] { fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is NULL", req ? "done" : "req"); });
+    return guarded(nullptr, "bagua_test",
+                   [&] { fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is NULL", req ? "done" : "req"); });
   bagua_comm* comm = req->comm;
   bool finished = true;
   bagua_status_t status = guarded(comm, "bagua_test", [&]() -> bagua_status_t {

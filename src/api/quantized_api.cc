@@ -89,9 +89,8 @@ bagua_status_t bagua_qstate_residual(bagua_qstate_t state, float* residual, size
 bagua_status_t bagua_quantized_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                          bagua_redop_t op, const bagua_compression_t* cfg, bagua_qstate_t state,
                                          bagua_comm_t comm, void*) {
-  return guarded(comm, "bagua_quantized_allreduce", [&] {
-    run_blocking(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state));
-  });
+  return guarded(comm, "bagua_quantized_allreduce",
+                 [&] { run_blocking(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state)); });
 }
 
 bagua_status_t bagua_iquantized_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,

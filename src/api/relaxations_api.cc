@@ -31,9 +31,7 @@ struct bagua_async_average {
 namespace bagua {
 namespace {
 
-void check_gossip_dtype(bagua_datatype_t dtype) {
-  check_dtype_in(dtype, {BAGUA_FLOAT32, BAGUA_FLOAT64}, "averaging");
-}
+void check_gossip_dtype(bagua_datatype_t dtype) { check_dtype_in(dtype, {BAGUA_FLOAT32, BAGUA_FLOAT64}, "averaging"); }
 
 std::unique_ptr<Operation> make_neighbor(bagua_comm* handle, const void* sendbuf, void* recvbuf, size_t count,
                                          bagua_datatype_t dtype, bagua_topology* topo, uint64_t step) {
@@ -70,7 +68,8 @@ bagua_status_t bagua_topology_create(bagua_comm_t comm, bagua_topology_kind_t ki
 }
 
 bagua_status_t bagua_topology_create_from_edges(bagua_comm_t comm, int nedges, const int* src, const int* dst,
-                                                const double* weights, int metropolis_hastings, bagua_topology_t* topo) {
+                                                const double* weights, int metropolis_hastings,
+                                                bagua_topology_t* topo) {
   return guarded(comm, "bagua_topology_create_from_edges", [&] {
     Comm& c = require_comm(comm);
     require_pointer(topo, "topo");
@@ -109,8 +108,10 @@ bagua_status_t bagua_topology_check(bagua_topology_t topo) {
     allreduce_now(c, &lo, &lo, 1, BAGUA_UINT64, BAGUA_MIN);
     allreduce_now(c, &hi, &hi, 1, BAGUA_UINT64, BAGUA_MAX);
     if (lo != hi)
-      fail(BAGUA_ERR_INVALID_USAGE, "ranks hold different topologies (digests {:#x} to {:#x}; this rank {:#x}): "
-           "their sends and receives would not match", lo, hi, digest);
+      fail(BAGUA_ERR_INVALID_USAGE,
+           "ranks hold different topologies (digests {:#x} to {:#x}; this rank {:#x}): "
+           "their sends and receives would not match",
+           lo, hi, digest);
   });
 }
 
@@ -123,9 +124,8 @@ bagua_status_t bagua_topology_destroy(bagua_topology_t topo) {
 
 bagua_status_t bagua_neighbor_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                         bagua_topology_t topo, uint64_t step, bagua_comm_t comm, void*) {
-  return guarded(comm, "bagua_neighbor_allreduce", [&] {
-    run_blocking(comm, make_neighbor(comm, sendbuf, recvbuf, count, dtype, topo, step));
-  });
+  return guarded(comm, "bagua_neighbor_allreduce",
+                 [&] { run_blocking(comm, make_neighbor(comm, sendbuf, recvbuf, count, dtype, topo, step)); });
 }
 
 bagua_status_t bagua_ineighbor_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
@@ -138,8 +138,8 @@ bagua_status_t bagua_ineighbor_allreduce(const void* sendbuf, void* recvbuf, siz
   });
 }
 
-bagua_status_t bagua_lpdec_create(bagua_comm_t comm, size_t count, const bagua_compression_t* cfg,
-                                  const float* initial, bagua_lpdec_t* lpdec) {
+bagua_status_t bagua_lpdec_create(bagua_comm_t comm, size_t count, const bagua_compression_t* cfg, const float* initial,
+                                  bagua_lpdec_t* lpdec) {
   return guarded(comm, "bagua_lpdec_create", [&] {
     Comm& c = require_comm(comm);
     require_pointer(lpdec, "lpdec");

@@ -86,8 +86,10 @@ Acceptor::~Acceptor() {
 void Acceptor::refuse(Pending& conn, const std::string& why) {
   ++refused_;
   // The first refusals are warnings; a flood goes to the debug log.
-  if (refused_ <= 10) BAGUA_WARN("{}: refused connection from {}: {}", role_, conn.address, why);
-  else BAGUA_DEBUG("{}: refused connection from {}: {}", role_, conn.address, why);
+  if (refused_ <= 10)
+    BAGUA_WARN("{}: refused connection from {}: {}", role_, conn.address, why);
+  else
+    BAGUA_DEBUG("{}: refused connection from {}: {}", role_, conn.address, why);
   if (refused_ == 10) BAGUA_WARN("{}: further refused connections are logged at debug level", role_);
   conn.sock.close();
 }
@@ -160,8 +162,10 @@ std::vector<AcceptedPeer> Acceptor::poll(int wait_ms) {
       refuse(*conn, "handshake not completed in time (half-open connection?)");
       done = true;
     }
-    if (done) delete conn;
-    else still_pending.push_back(conn);
+    if (done)
+      delete conn;
+    else
+      still_pending.push_back(conn);
   }
   pending_ = std::move(still_pending);
   if (fds[0].revents & POLLIN) accept_new();

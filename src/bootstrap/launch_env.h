@@ -14,7 +14,7 @@ struct LaunchInfo {
   std::string launcher;  // "bagua", "torchrun", "openmpi" or "slurm": where rank and size came from
   int rank = -1;
   int nranks = 0;
-  int local_rank = -1;  // as the launcher says; -1 when it does not
+  int local_rank = -1;    // as the launcher says; -1 when it does not
   std::string root_addr;  // host:port, or empty when root_file is used
   std::string root_file;
   bool root_hosted_by_launcher = false;  // BAGUA_ROOT_HOSTED=1: bagua-run serves the rendezvous

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
 #include "bagua/bagua.h"
+#include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 #include "core/deadline.h"
 
@@ -16,7 +16,7 @@ namespace bagua {
 constexpr int kMaxRanks = 1 << 20;
 
 struct RankInfo {
-  std::string host_id;      // topology/host_identity.h
+  std::string host_id;  // topology/host_identity.h
   std::string hostname;
   uint32_t pid = 0;
   std::string listen_addr;  // this rank's bootstrap ring listener, "ip:port"

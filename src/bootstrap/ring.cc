@@ -83,12 +83,11 @@ BootstrapRing::~BootstrapRing() = default;
 void BootstrapRing::handle(Link& link, Frame frame) {
   switch (frame.type) {
     case FrameType::kData:
-      if (&link != &prev_) fail(BAGUA_ERR_REMOTE, "rank {} sent bootstrap data the wrong way round the ring", link.peer);
+      if (&link != &prev_)
+        fail(BAGUA_ERR_REMOTE, "rank {} sent bootstrap data the wrong way round the ring", link.peer);
       link.data.push_back(std::move(frame));
       return;
-    case FrameType::kBye:
-      link.said_bye = true;
-      return;
+    case FrameType::kBye: link.said_bye = true; return;
     case FrameType::kAbort: {
       Reader r(frame.payload, "failure notice");
       int32_t origin = r.i32();
@@ -245,6 +244,5 @@ std::vector<Bytes> BootstrapRing::allgather(const Bytes& mine, Deadline deadline
   }
   return blocks;
 }
-
 
 }  // namespace bagua

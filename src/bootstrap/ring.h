@@ -1,6 +1,6 @@
 // Out-of-band channel of a communicator: authenticated TCP connections to the next and previous rank.
-// It carries bootstrap allgather blocks (worker addresses, splits) and failure notices, and its EOF is the fast sign that a
-// neighbour died. A failure notice travels around the ring in both directions so every rank learns of it.
+// It carries bootstrap allgather blocks (worker addresses, splits) and failure notices, and its EOF is the fast sign
+// that a neighbour died. A failure notice travels around the ring in both directions so every rank learns of it.
 #pragma once
 
 #include <atomic>
@@ -9,8 +9,8 @@
 #include <mutex>
 #include <vector>
 
-#include "bootstrap/rendezvous.h"
 #include "bagua/bagua.h"
+#include "bootstrap/rendezvous.h"
 #include "bootstrap/wire.h"
 
 namespace bagua {
@@ -41,7 +41,7 @@ class BootstrapRing {
     FrameParser parser;
     bool said_bye = false;
     std::atomic<bool> closed{false};  // read by notify_failure on another thread
-    std::deque<Frame> data;  // DATA frames not yet consumed by allgather
+    std::deque<Frame> data;           // DATA frames not yet consumed by allgather
   };
 
   BootstrapRing(int rank, int nranks, const std::atomic<bool>* stop) : rank_(rank), nranks_(nranks), stop_(stop) {}

@@ -101,12 +101,11 @@ void RootServer::admit(AcceptedPeer peer) {
     return;
   }
   if (req.config_hash != group.config_hash) {
-    reply_error(peer.sock, BAGUA_ERR_INVALID_USAGE,
-                fmt::format("rank {}'s configuration (BAGUA_ALGO, library version) differs from the other ranks'",
-                            req.rank));
+    reply_error(
+        peer.sock, BAGUA_ERR_INVALID_USAGE,
+        fmt::format("rank {}'s configuration (BAGUA_ALGO, library version) differs from the other ranks'", req.rank));
     fail_group(group, BAGUA_ERR_INVALID_USAGE,
-               fmt::format("rank {}'s configuration (BAGUA_ALGO, library version) differs from this rank's",
-                           req.rank));
+               fmt::format("rank {}'s configuration (BAGUA_ALGO, library version) differs from this rank's", req.rank));
     groups_.erase(it);
     return;
   }
@@ -167,9 +166,9 @@ void RootServer::expire_groups() {
     std::vector<int> missing;
     for (int r = 0; r < group.nranks; ++r)
       if (!group.members.count(r)) missing.push_back(r);
-    std::string message = fmt::format(
-        "timed out waiting for {} of {} ranks to join the rendezvous at {}: missing rank{} {}", missing.size(),
-        group.nranks, address_, missing.size() == 1 ? "" : "s", rank_list(missing));
+    std::string message =
+        fmt::format("timed out waiting for {} of {} ranks to join the rendezvous at {}: missing rank{} {}",
+                    missing.size(), group.nranks, address_, missing.size() == 1 ? "" : "s", rank_list(missing));
     BAGUA_WARN("bootstrap root: {}", message);
     fail_group(group, BAGUA_ERR_TIMEOUT, message);
     it = groups_.erase(it);

@@ -231,7 +231,8 @@ void Socket::send_all(const void* data, size_t size, Deadline deadline, const st
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
     ssize_t n = try_send(p, size);
-    if (n < 0) fail(BAGUA_ERR_REMOTE, "connection to {} broke while sending: {}", peer_address().str(), std::strerror(errno));
+    if (n < 0)
+      fail(BAGUA_ERR_REMOTE, "connection to {} broke while sending: {}", peer_address().str(), std::strerror(errno));
     p += n;
     size -= static_cast<size_t>(n);
     if (size > 0 && n == 0) wait_ready(fd_, POLLOUT, deadline, stop, "send");
@@ -245,7 +246,8 @@ void Socket::recv_all(void* data, size_t size, Deadline deadline, const std::ato
     if (n == 0) fail(BAGUA_ERR_REMOTE, "connection closed by peer {}", peer_address().str());
     if (n < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        fail(BAGUA_ERR_REMOTE, "connection to {} broke while receiving: {}", peer_address().str(), std::strerror(errno));
+        fail(BAGUA_ERR_REMOTE, "connection to {} broke while receiving: {}", peer_address().str(),
+             std::strerror(errno));
       wait_ready(fd_, POLLIN, deadline, stop, "receive");
       continue;
     }

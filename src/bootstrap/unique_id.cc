@@ -58,7 +58,8 @@ UniqueId create_unique_id_with_root() {
   id.secret = random_bytes(kSecretSize);
   Reader key_reader(random_bytes(8), "key");
   id.group_key = key_reader.u64();
-  RootServer::start_detached(std::move(listener), id.secret, RootServer::Mode::kOneGroup, /*idle_limit_ms=*/3600 * 1000);
+  RootServer::start_detached(std::move(listener), id.secret, RootServer::Mode::kOneGroup,
+                             /*idle_limit_ms=*/3600 * 1000);
   return id;
 }
 

@@ -76,8 +76,9 @@ size_t FrameParser::feed(const uint8_t* data, size_t size) {
         error_ = fmt::format("unknown frame type {}", type);
         state_ = State::kBad;
       } else if (length > frame_payload_cap(static_cast<FrameType>(type))) {
-        error_ = fmt::format("{} frame of {} bytes exceeds its cap of {}", frame_type_name(static_cast<FrameType>(type)),
-                             length, frame_payload_cap(static_cast<FrameType>(type)));
+        error_ =
+            fmt::format("{} frame of {} bytes exceeds its cap of {}", frame_type_name(static_cast<FrameType>(type)),
+                        length, frame_payload_cap(static_cast<FrameType>(type)));
         state_ = State::kBad;
       } else {
         frame_.type = static_cast<FrameType>(type);

@@ -82,8 +82,8 @@ class Writer {
   void u64(uint64_t v) { put(v, 8); }
   void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
   void raw(const void* data, size_t size);
-  void bytes(const Bytes& b);             // u32 length + data
-  void str(const std::string& s);         // u32 length + data
+  void bytes(const Bytes& b);      // u32 length + data
+  void str(const std::string& s);  // u32 length + data
   Bytes& out() { return out_; }
 
  private:

@@ -12,8 +12,10 @@ class Backoff {
   void busy() { idle_rounds_ = 0; }
   void idle() {
     ++idle_rounds_;
-    if (idle_rounds_ > kNapAfter) usleep(50);
-    else if (idle_rounds_ > kYieldAfter) sched_yield();
+    if (idle_rounds_ > kNapAfter)
+      usleep(50);
+    else if (idle_rounds_ > kYieldAfter)
+      sched_yield();
   }
 
  private:

@@ -11,9 +11,9 @@
 
 #include "bootstrap/root_server.h"
 #include "core/backoff.h"
+#include "core/logging.h"
 #include "core/scratch_cache.h"
 #include "topology/topology.h"
-#include "core/logging.h"
 #include "transport/ucx/ucx_transport.h"
 
 namespace bagua {
@@ -181,8 +181,9 @@ std::unique_ptr<Comm> Comm::split(int color, int key) {
       m.info.listen_addr = rd.str(256);
       members.push_back(std::move(m));
     }
-    std::sort(members.begin(), members.end(),
-              [](const Member& a, const Member& b) { return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank; });
+    std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
+      return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank;
+    });
     JobTable table;
     // Identical on every member: parent id, split ordinal and color.
     table.comm_id = (comm_id_ * 0x9e3779b97f4a7c15ull) ^ ((split_index + 1) * 0xbf58476d1ce4e5b9ull) ^
@@ -258,7 +259,8 @@ void Comm::abort() {
   // A blocked operation notices the flag within a poll slice and tears down itself; if none is running,
   // tear down here.
   std::unique_lock<std::timed_mutex> lock(engine_mutex_, std::defer_lock);
-  if (lock.try_lock_for(std::chrono::milliseconds(1500))) fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
+  if (lock.try_lock_for(std::chrono::milliseconds(1500)))
+    fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
 }
 
 void Comm::retire(Operation& op) {
@@ -331,8 +333,8 @@ void Comm::check_watchdog(Operation& op) {
       watch.last_progress = now;
     } else if (now - watch.last_progress > std::chrono::milliseconds(config_.timeout_ms)) {
       fail_everything(BAGUA_ERR_TIMEOUT,
-                      fmt::format("{} made no progress for {:.1f} s (BAGUA_TIMEOUT); waiting for: {}",
-                                  op.description(), config_.timeout_ms / 1000.0, op.waiting_for()));
+                      fmt::format("{} made no progress for {:.1f} s (BAGUA_TIMEOUT); waiting for: {}", op.description(),
+                                  config_.timeout_ms / 1000.0, op.waiting_for()));
     }
     return;
   }

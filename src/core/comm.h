@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "bagua/bagua.h"
-#include "bootstrap/rendezvous.h"
 #include "algorithms/operation.h"
 #include "algorithms/selection.h"
+#include "bagua/bagua.h"
+#include "bootstrap/rendezvous.h"
 #include "bootstrap/ring.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -22,9 +22,9 @@ namespace bagua {
 
 // How a rank finds the rendezvous root.
 struct RootLocation {
-  SockAddr address;        // used when root_file is empty
-  std::string root_file;   // BAGUA_ROOT_FILE: rank 0 writes "host:port", the others poll it
-  Bytes secret;            // empty: unauthenticated
+  SockAddr address;       // used when root_file is empty
+  std::string root_file;  // BAGUA_ROOT_FILE: rank 0 writes "host:port", the others poll it
+  Bytes secret;           // empty: unauthenticated
   uint64_t group_key = 0;
 };
 
@@ -103,7 +103,7 @@ class Comm {
   std::vector<int> ring_order_;
   std::vector<std::vector<int>> hosts_;
   std::unique_ptr<BootstrapRing> ring_;
-  Bytes secret_;       // the job secret, for the rings of split communicators
+  Bytes secret_;        // the job secret, for the rings of split communicators
   SockAddr listen_ip_;  // interface address (port 0) for new listeners
   uint64_t split_count_ = 0;
   std::unique_ptr<Transport> transport_;

@@ -72,8 +72,9 @@ Config Config::from_env() {
 Config Config::from_user(const bagua_config_t* user) {
   if (user == nullptr) return from_env();
   if (user->magic != BAGUA_CONFIG_MAGIC)
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "config magic is {:#x}, expected {:#x}: initialize it with BAGUA_CONFIG_INITIALIZER",
-         user->magic, BAGUA_CONFIG_MAGIC);
+    fail(BAGUA_ERR_INVALID_ARGUMENT,
+         "config magic is {:#x}, expected {:#x}: initialize it with BAGUA_CONFIG_INITIALIZER", user->magic,
+         BAGUA_CONFIG_MAGIC);
   if (user->size < kMinConfigSize || user->size > (1u << 20))
     fail(BAGUA_ERR_INVALID_ARGUMENT, "config size {} is not a bagua_config_t size (at least {})", user->size,
          kMinConfigSize);
@@ -86,7 +87,8 @@ Config Config::from_user(const bagua_config_t* user) {
 
   Config config = from_env();
   if (merged.timeout_ms != BAGUA_CONFIG_UNDEF_INT) {
-    if (merged.timeout_ms <= 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "config timeout_ms {} must be positive", merged.timeout_ms);
+    if (merged.timeout_ms <= 0)
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "config timeout_ms {} must be positive", merged.timeout_ms);
     config.timeout_ms = merged.timeout_ms;
   }
   if (merged.bind_numa != BAGUA_CONFIG_UNDEF_INT) {

@@ -37,10 +37,16 @@ std::string expand_log_path(const std::string& pattern) {
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size()) {
       char c = pattern[++i];
-      if (c == 'h') out += host_name();
-      else if (c == 'p') out += std::to_string(getpid());
-      else if (c == '%') out += '%';
-      else { out += '%'; out += c; }
+      if (c == 'h')
+        out += host_name();
+      else if (c == 'p')
+        out += std::to_string(getpid());
+      else if (c == '%')
+        out += '%';
+      else {
+        out += '%';
+        out += c;
+      }
     } else {
       out += pattern[i];
     }
@@ -49,9 +55,11 @@ std::string expand_log_path(const std::string& pattern) {
 }
 
 bool Logger::parse_level(const std::string& text, LogLevel* level) {
-  static const struct { const char* name; LogLevel level; } kLevels[] = {
-      {"none", LogLevel::kNone}, {"error", LogLevel::kError}, {"warn", LogLevel::kWarn},
-      {"info", LogLevel::kInfo}, {"debug", LogLevel::kDebug}, {"trace", LogLevel::kTrace}};
+  static const struct {
+    const char* name;
+    LogLevel level;
+  } kLevels[] = {{"none", LogLevel::kNone}, {"error", LogLevel::kError}, {"warn", LogLevel::kWarn},
+                 {"info", LogLevel::kInfo}, {"debug", LogLevel::kDebug}, {"trace", LogLevel::kTrace}};
   for (const auto& entry : kLevels) {
     if (strcasecmp(text.c_str(), entry.name) == 0) {
       *level = entry.level;
@@ -78,11 +86,14 @@ void Logger::configure_from_env() {
   if (const char* file = std::getenv("BAGUA_LOG_FILE"); file && *file) {
     std::string path = expand_log_path(file);
     int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) fd_ = fd;
-    else write(LogLevel::kWarn, fmt::format("cannot open BAGUA_LOG_FILE '{}': {}", path, std::strerror(errno)));
+    if (fd >= 0)
+      fd_ = fd;
+    else
+      write(LogLevel::kWarn, fmt::format("cannot open BAGUA_LOG_FILE '{}': {}", path, std::strerror(errno)));
   }
   if (bad_level)
-    write(LogLevel::kWarn, fmt::format("BAGUA_LOG_LEVEL='{}' is not one of none, error, warn, info, debug, trace", text));
+    write(LogLevel::kWarn,
+          fmt::format("BAGUA_LOG_LEVEL='{}' is not one of none, error, warn, info, debug, trace", text));
 }
 
 void Logger::write(LogLevel level, const std::string& message) {

@@ -34,10 +34,10 @@ std::string expand_log_path(const std::string& pattern);
 
 }  // namespace bagua
 
-#define BAGUA_LOG(level, ...)                                                                  \
-  do {                                                                                         \
-    if (::bagua::Logger::instance().enabled(level))                                            \
-      ::bagua::Logger::instance().write(level, ::fmt::format(__VA_ARGS__));                    \
+#define BAGUA_LOG(level, ...)                                               \
+  do {                                                                      \
+    if (::bagua::Logger::instance().enabled(level))                         \
+      ::bagua::Logger::instance().write(level, ::fmt::format(__VA_ARGS__)); \
   } while (0)
 #define BAGUA_ERROR(...) BAGUA_LOG(::bagua::LogLevel::kError, __VA_ARGS__)
 #define BAGUA_WARN(...) BAGUA_LOG(::bagua::LogLevel::kWarn, __VA_ARGS__)

@@ -18,8 +18,8 @@ void minmax_compress_typed(const void*, bagua_datatype_t, size_t, float*, const 
   no_cuda();
 }
 void minmax_decompress(const uint8_t*, size_t, const MinMaxFormat&, void*, bagua_datatype_t, void*) { no_cuda(); }
-void minmax_reduce_recompress(const uint8_t* const*, int, const float*, size_t, const MinMaxFormat&,
-                              const RoundingKey&, float*, uint8_t*, float*, float*, void*) {
+void minmax_reduce_recompress(const uint8_t* const*, int, const float*, size_t, const MinMaxFormat&, const RoundingKey&,
+                              float*, uint8_t*, float*, float*, void*) {
   no_cuda();
 }
 void sign_compress(const float*, size_t, size_t, float*, uint8_t*, void*) { no_cuda(); }

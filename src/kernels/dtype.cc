@@ -19,8 +19,8 @@ size_t datatype_size(bagua_datatype_t dtype) {
 }
 
 const char* datatype_name(bagua_datatype_t dtype) {
-  static const char* const kNames[kNumDatatypes] = {"int8",    "uint8",   "int32",    "uint32",  "int64",
-                                                    "uint64",  "float16", "bfloat16", "float32", "float64"};
+  static const char* const kNames[kNumDatatypes] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                                                    "uint64", "float16", "bfloat16", "float32", "float64"};
   return valid_datatype(dtype) ? kNames[dtype] : "invalid";
 }
 

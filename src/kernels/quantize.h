@@ -11,8 +11,8 @@
 namespace bagua {
 
 struct MinMaxFormat {
-  int bits = 8;          // 1, 2, 4 or 8
-  size_t chunk = 1024;   // elements per min/max chunk, 256 to 4096
+  int bits = 8;         // 1, 2, 4 or 8
+  size_t chunk = 1024;  // elements per min/max chunk, 256 to 4096
 };
 
 // Stochastic rounding draws u in [0, 1) from a counter-based hash of (seed, step, rank, element index), so a
@@ -45,8 +45,8 @@ void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxF
 // then out = q(acc) (with the owner's error feedback when owner_error is not NULL: acc += e first, then
 // e = acc - deq(out)). reduced, when not NULL, receives acc (before error feedback).
 void minmax_reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count,
-                              const MinMaxFormat& format, const RoundingKey& key, float* owner_error,
-                              uint8_t* out, float* reduced);
+                              const MinMaxFormat& format, const RoundingKey& key, float* owner_error, uint8_t* out,
+                              float* reduced);
 
 // BAGUA's MinMaxUInt8 layout (docs/formats.md "bagua-minmax-u8"): one range per call, 8-bit codes.
 size_t bagua_u8_compressed_bytes(size_t count);

@@ -16,7 +16,8 @@ BAGUA_HD inline uint64_t splitmix64(uint64_t z) {
 
 // u in [0, 1) with 24 random bits (exact in fp32), keyed by (seed, step, rank, element index).
 BAGUA_HD inline float rounding_draw(uint64_t seed, uint64_t step, uint32_t rank, uint64_t index) {
-  uint64_t h = splitmix64(seed ^ splitmix64(step ^ splitmix64((static_cast<uint64_t>(rank) << 40) ^ splitmix64(index))));
+  uint64_t h =
+      splitmix64(seed ^ splitmix64(step ^ splitmix64((static_cast<uint64_t>(rank) << 40) ^ splitmix64(index))));
   return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
 }
 

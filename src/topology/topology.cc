@@ -56,10 +56,11 @@ bool libxml_plugin_present() {
 [[noreturn]] void fail_on_file(const std::string& what, const std::string& xml_path, int err) {
   std::string hint;
   if (err != ENOENT && err != EACCES && !libxml_plugin_present())
-    hint = "; hwloc's built-in XML parser reads only files written by hwloc (no comments), and its libxml plugin "
-           "is missing: install libhwloc-plugins for full XML";
-  fail(BAGUA_ERR_INVALID_USAGE, "{}='{}' is not a readable hwloc XML file ({}){}", what, xml_path,
-       std::strerror(err), hint);
+    hint =
+        "; hwloc's built-in XML parser reads only files written by hwloc (no comments), and its libxml plugin "
+        "is missing: install libhwloc-plugins for full XML";
+  fail(BAGUA_ERR_INVALID_USAGE, "{}='{}' is not a readable hwloc XML file ({}){}", what, xml_path, std::strerror(err),
+       hint);
 }
 
 // `what` names where the path came from (BAGUA_TOPO_FILE or the caller) for the error message.
@@ -79,7 +80,8 @@ TopologyPtr load(const std::string& xml_path, const char* what) {
     if (hwloc_topology_load(raw) != 0) fail_on_file(what, xml_path, errno != 0 ? errno : EINVAL);
     return topo;
   }
-  if (hwloc_topology_load(raw) != 0) fail(BAGUA_ERR_SYSTEM, "hwloc could not load the topology: {}", std::strerror(errno));
+  if (hwloc_topology_load(raw) != 0)
+    fail(BAGUA_ERR_SYSTEM, "hwloc could not load the topology: {}", std::strerror(errno));
   return topo;
 }
 
@@ -143,8 +145,8 @@ std::string MachineTopology::describe() const {
                                 packages, numa_nodes, cores, hardware_threads);
   if (devices.empty()) out += "  no PCI GPUs or NICs reported\n";
   for (const Device& d : devices)
-    out += fmt::format("  {:<4} {:<12} pci {:<13} NUMA node {}\n", d.kind, d.name,
-                       d.pci_bus.empty() ? "-" : d.pci_bus, d.numa_node < 0 ? std::string("?") : std::to_string(d.numa_node));
+    out += fmt::format("  {:<4} {:<12} pci {:<13} NUMA node {}\n", d.kind, d.name, d.pci_bus.empty() ? "-" : d.pci_bus,
+                       d.numa_node < 0 ? std::string("?") : std::to_string(d.numa_node));
   return out;
 }
 

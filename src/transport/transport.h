@@ -24,8 +24,8 @@ struct Transfer {
   void* handle = nullptr;  // transport-specific request
   void* aux = nullptr;     // a second request (single-copy protocol: the acknowledgement)
   void* user_data = nullptr;
-  int stage = 0;           // single-copy protocol progress; 0 for a plain message
-  uint8_t control[48] = {};  // single-copy header (32 bytes) and acknowledgement (8)
+  int stage = 0;                           // single-copy protocol progress; 0 for a plain message
+  uint8_t control[48] = {};                // single-copy header (32 bytes) and acknowledgement (8)
   bagua_status_t failure = BAGUA_SUCCESS;  // when kFailed: REMOTE, INVALID_USAGE (size mismatch) or ABORTED
   std::string error;                       // when kFailed: why
 };

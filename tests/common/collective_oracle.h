@@ -33,8 +33,7 @@ inline size_t first_code_mismatch(const void* buf, size_t count, bagua_datatype_
 
 // Reduction oracle shifted by `offset` elements: element i of this buffer is global element offset + i.
 inline void fill_input_at(void* buf, size_t count, size_t offset, bagua_datatype_t t, bagua_redop_t op, int rank) {
-  for (size_t i = 0; i < count; ++i)
-    store_value(buf, i, t, static_cast<double>(input_value(op, t, rank, offset + i)));
+  for (size_t i = 0; i < count; ++i) store_value(buf, i, t, static_cast<double>(input_value(op, t, rank, offset + i)));
 }
 inline size_t first_mismatch_at(const void* buf, size_t count, size_t offset, bagua_datatype_t t, bagua_redop_t op,
                                 int nranks) {

@@ -59,8 +59,12 @@ inline void expected_value(void* out, size_t i, bagua_datatype_t t, bagua_redop_
   }
   if (op != BAGUA_AVG) return store_value(out, 0, t, static_cast<double>(acc));
   switch (t) {
-    case BAGUA_FLOAT16: static_cast<uint16_t*>(out)[0] = float_to_fp16(static_cast<float>(acc) / static_cast<float>(nranks)); break;
-    case BAGUA_BFLOAT16: static_cast<uint16_t*>(out)[0] = float_to_bf16(static_cast<float>(acc) / static_cast<float>(nranks)); break;
+    case BAGUA_FLOAT16:
+      static_cast<uint16_t*>(out)[0] = float_to_fp16(static_cast<float>(acc) / static_cast<float>(nranks));
+      break;
+    case BAGUA_BFLOAT16:
+      static_cast<uint16_t*>(out)[0] = float_to_bf16(static_cast<float>(acc) / static_cast<float>(nranks));
+      break;
     case BAGUA_FLOAT32: static_cast<float*>(out)[0] = static_cast<float>(acc) / static_cast<float>(nranks); break;
     case BAGUA_FLOAT64: static_cast<double*>(out)[0] = static_cast<double>(acc) / nranks; break;
     default: store_value(out, 0, t, static_cast<double>(acc / nranks)); break;  // C++ / truncates toward zero

@@ -17,13 +17,13 @@ using namespace bagua;
 
 namespace {
 int g_failures = 0;
-#define EXPECT(cond, ...)                    \
-  do {                                       \
-    if (!(cond)) {                           \
-      std::printf("FAIL: " __VA_ARGS__);     \
-      std::printf("\n");                     \
-      ++g_failures;                          \
-    }                                        \
+#define EXPECT(cond, ...)                \
+  do {                                   \
+    if (!(cond)) {                       \
+      std::printf("FAIL: " __VA_ARGS__); \
+      std::printf("\n");                 \
+      ++g_failures;                      \
+    }                                    \
   } while (0)
 
 template <typename T>
@@ -120,8 +120,10 @@ void other_kernels() {
   size_t qbytes = minmax_compressed_bytes(n, f);
   for (bagua_datatype_t t : {BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_BFLOAT16}) {
     std::vector<uint8_t> in_bytes(n * datatype_size(t));
-    if (t == BAGUA_FLOAT32) std::memcpy(in_bytes.data(), x.data(), n * 4);
-    else cast_from_float(x.data(), n, in_bytes.data(), t);
+    if (t == BAGUA_FLOAT32)
+      std::memcpy(in_bytes.data(), x.data(), n * 4);
+    else
+      cast_from_float(x.data(), n, in_bytes.data(), t);
     std::vector<float> cpu_err = err;
     std::vector<uint8_t> want(qbytes);
     minmax_compress_ef(in_bytes.data(), t, n, cpu_err.data(), f, key, want.data());

@@ -8,24 +8,23 @@
 
 #include "bagua/bagua.h"
 
-#define MP_CHECK(cond)                                                                                  \
-  do {                                                                                                  \
-    if (!(cond)) {                                                                                      \
-      std::fprintf(stderr, "%s:%d: check failed: %s (rank env %s; last error: %s)\n", __FILE__, __LINE__, \
-                   #cond, std::getenv("BAGUA_RANK") ? std::getenv("BAGUA_RANK") : "?",                 \
-                   bagua_get_last_error(nullptr));                                                      \
-      std::exit(1);                                                                                     \
-    }                                                                                                   \
+#define MP_CHECK(cond)                                                                                           \
+  do {                                                                                                           \
+    if (!(cond)) {                                                                                               \
+      std::fprintf(stderr, "%s:%d: check failed: %s (rank env %s; last error: %s)\n", __FILE__, __LINE__, #cond, \
+                   std::getenv("BAGUA_RANK") ? std::getenv("BAGUA_RANK") : "?", bagua_get_last_error(nullptr));  \
+      std::exit(1);                                                                                              \
+    }                                                                                                            \
   } while (0)
 
-#define MP_OK(call)                                                                                  \
-  do {                                                                                               \
-    bagua_status_t mp_status_ = (call);                                                              \
-    if (mp_status_ != BAGUA_SUCCESS) {                                                               \
-      std::fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call,                 \
-                   bagua_status_string(mp_status_), bagua_get_last_error(nullptr));                  \
-      std::exit(1);                                                                                  \
-    }                                                                                                \
+#define MP_OK(call)                                                                                                   \
+  do {                                                                                                                \
+    bagua_status_t mp_status_ = (call);                                                                               \
+    if (mp_status_ != BAGUA_SUCCESS) {                                                                                \
+      std::fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call, bagua_status_string(mp_status_), \
+                   bagua_get_last_error(nullptr));                                                                    \
+      std::exit(1);                                                                                                   \
+    }                                                                                                                 \
   } while (0)
 
 inline double mp_seconds_since(std::chrono::steady_clock::time_point start) {

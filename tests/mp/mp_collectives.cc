@@ -53,13 +53,12 @@ std::string describe(const Case& k) {
                      k.count, k.in_place ? "in place" : "out of place", k.root, k.misalign ? " misaligned" : "");
 }
 
-#define CASE_CHECK(cond)                                                                                 \
-  do {                                                                                                   \
-    if (!(cond)) {                                                                                       \
-      std::fprintf(stderr, "rank %d: %s: check failed: %s (line %d)\n", g_rank, describe(k).c_str(), #cond, \
-                   __LINE__);                                                                            \
-      std::exit(1);                                                                                      \
-    }                                                                                                    \
+#define CASE_CHECK(cond)                                                                                               \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      std::fprintf(stderr, "rank %d: %s: check failed: %s (line %d)\n", g_rank, describe(k).c_str(), #cond, __LINE__); \
+      std::exit(1);                                                                                                    \
+    }                                                                                                                  \
   } while (0)
 #define CASE_OK(call)                                                                                     \
   do {                                                                                                    \
@@ -193,7 +192,12 @@ void matrix(bagua_comm_t comm) {
           if (count == big && reduces(c) && op != BAGUA_SUM && op != BAGUA_MAX) continue;
           size_t cnt = count == big && per_rank_count(c) ? big / g_size : count;
           for (int place = 0; place < (has_in_place(c) ? 2 : 1); ++place) {
-            Case k{c, static_cast<bagua_datatype_t>(t), op, cnt, place == 1, static_cast<int>(index % g_size),
+            Case k{c,
+                   static_cast<bagua_datatype_t>(t),
+                   op,
+                   cnt,
+                   place == 1,
+                   static_cast<int>(index % g_size),
                    index % 3 == 2};
             ++index;
             run_case(comm, k);
@@ -263,7 +267,8 @@ void hierarchical(bagua_comm_t world) {
       // Large enough for several pipeline segments (4 MiB each) in the two-host leader allreduce.
       if (c == Collective::kAllreduce)
         for (bagua_redop_t op : {BAGUA_SUM, BAGUA_AVG})
-          for (int place = 0; place < 2; ++place) run_case(comm, Case{c, BAGUA_FLOAT32, op, 5000011, place == 1, 0, false});
+          for (int place = 0; place < 2; ++place)
+            run_case(comm, Case{c, BAGUA_FLOAT32, op, 5000011, place == 1, 0, false});
       MP_OK(bagua_comm_destroy(comm));
     }
   }
@@ -404,8 +409,8 @@ void netns(bagua_comm_t comm) {
       }
   }
   MP_OK(bagua_barrier(comm, nullptr));
-  if (g_rank == 0) std::printf("netns: layout ok (%d hosts, %s), %ld collective cases exact at 1 MiB\n",
-                               c.nhosts(), placed, g_cases);
+  if (g_rank == 0)
+    std::printf("netns: layout ok (%d hosts, %s), %ld collective cases exact at 1 MiB\n", c.nhosts(), placed, g_cases);
 }
 
 // On a shaped link: 16 MiB from rank 0 to the last rank (another host) cannot beat the link rate.
@@ -431,9 +436,11 @@ void large_allreduce(bagua_comm_t comm) {
   for (size_t count : {size_t(2 << 20) + 3, size_t(4) << 20})
     for (bagua_datatype_t t : {BAGUA_FLOAT32, BAGUA_INT32})
       for (bagua_redop_t op : {BAGUA_SUM, BAGUA_AVG})
-        for (int place = 0; place < 2; ++place) run_case(comm, Case{Collective::kAllreduce, t, op, count, place == 1, 0, false});
-  if (g_rank == 0) std::printf("large allreduce: %ld cases exact (BAGUA_ALGO=%s)\n", g_cases - before,
-                               std::getenv("BAGUA_ALGO") ? std::getenv("BAGUA_ALGO") : "auto");
+        for (int place = 0; place < 2; ++place)
+          run_case(comm, Case{Collective::kAllreduce, t, op, count, place == 1, 0, false});
+  if (g_rank == 0)
+    std::printf("large allreduce: %ld cases exact (BAGUA_ALGO=%s)\n", g_cases - before,
+                std::getenv("BAGUA_ALGO") ? std::getenv("BAGUA_ALGO") : "auto");
 }
 
 }  // namespace

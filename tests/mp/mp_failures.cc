@@ -162,13 +162,13 @@ void reap(Job& job) {
 }
 
 int g_failures = 0;
-#define EXPECT(cond, ...)                    \
-  do {                                       \
-    if (!(cond)) {                           \
+#define EXPECT(cond, ...)                         \
+  do {                                            \
+    if (!(cond)) {                                \
       std::fprintf(stderr, "FAIL: " __VA_ARGS__); \
-      std::fprintf(stderr, "\n");            \
-      ++g_failures;                          \
-    }                                        \
+      std::fprintf(stderr, "\n");                 \
+      ++g_failures;                               \
+    }                                             \
   } while (0)
 
 void kill_mid_allreduce(const std::string& root, const std::string& secret, size_t bytes, int repetitions) {

@@ -204,7 +204,8 @@ void check_user_graphs(bagua_comm_t comm) {
       src.push_back((r + 1) % g_size), dst.push_back(r);
     }
     bagua_topology_t mh, ring;
-    MP_OK(bagua_topology_create_from_edges(comm, static_cast<int>(src.size()), src.data(), dst.data(), nullptr, 1, &mh));
+    MP_OK(
+        bagua_topology_create_from_edges(comm, static_cast<int>(src.size()), src.data(), dst.data(), nullptr, 1, &mh));
     MP_OK(bagua_topology_check(mh));
     MP_OK(bagua_topology_create(comm, BAGUA_TOPO_RING, &ring));
     std::vector<float> x(777), a(777), b(777);
@@ -219,7 +220,8 @@ void check_user_graphs(bagua_comm_t comm) {
     std::vector<double> w2;
     for (int r = 1; r < g_size && r < 4; ++r) s2.push_back(r), d2.push_back(0), w2.push_back(0.25);
     bagua_topology_t star;
-    MP_OK(bagua_topology_create_from_edges(comm, static_cast<int>(s2.size()), s2.data(), d2.data(), w2.data(), 0, &star));
+    MP_OK(
+        bagua_topology_create_from_edges(comm, static_cast<int>(s2.size()), s2.data(), d2.data(), w2.data(), 0, &star));
     MP_OK(bagua_neighbor_allreduce(x.data(), a.data(), x.size(), BAGUA_FLOAT32, star, 0, comm, nullptr));
     for (size_t i = 0; i < x.size(); ++i) {
       double want = x[i];
@@ -339,8 +341,9 @@ void check_lpdec(bagua_comm_t comm) {
     }
   }
   double final_loss = global_loss(p, x.data(), comm);
-  if (g_rank == 0) std::printf("lpdec (8-bit, ring): least squares loss %.4g -> %.4g in 300 steps, replicas bit-equal\n",
-                               initial, final_loss);
+  if (g_rank == 0)
+    std::printf("lpdec (8-bit, ring): least squares loss %.4g -> %.4g in 300 steps, replicas bit-equal\n", initial,
+                final_loss);
   MP_CHECK(final_loss < 1e-3 * initial);
   MP_OK(bagua_lpdec_destroy(lp));
 }
@@ -399,7 +402,8 @@ void check_async(bagua_comm_t comm) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     MP_OK(bagua_async_average_stop(handle));
   }
-  if (g_rank == 0) std::printf("async averaging: 50 runs with random stop times ended in %.1f s\n", mp_seconds_since(begin));
+  if (g_rank == 0)
+    std::printf("async averaging: 50 runs with random stop times ended in %.1f s\n", mp_seconds_since(begin));
 }
 
 }  // namespace

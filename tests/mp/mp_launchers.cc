@@ -69,19 +69,26 @@ int main() {
   bool ok = true;
   int port = free_port();
   ok &= run_job("torchrun", 3, [&](int r) {
-    return Env{{"RANK", std::to_string(r)}, {"WORLD_SIZE", "3"}, {"LOCAL_RANK", std::to_string(r)},
-               {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port - 1)}};
+    return Env{{"RANK", std::to_string(r)},
+               {"WORLD_SIZE", "3"},
+               {"LOCAL_RANK", std::to_string(r)},
+               {"MASTER_ADDR", "127.0.0.1"},
+               {"MASTER_PORT", std::to_string(port - 1)}};
   });
   std::string root_file = "/tmp/bagua-root-" + std::to_string(getpid());
   ok &= run_job("openmpi + BAGUA_ROOT_FILE", 4, [&](int r) {
-    return Env{{"OMPI_COMM_WORLD_RANK", std::to_string(r)}, {"OMPI_COMM_WORLD_SIZE", "4"},
-               {"BAGUA_ROOT_FILE", root_file}, {"BAGUA_SECRET", "0123456789abcdef0123456789abcdef"}};
+    return Env{{"OMPI_COMM_WORLD_RANK", std::to_string(r)},
+               {"OMPI_COMM_WORLD_SIZE", "4"},
+               {"BAGUA_ROOT_FILE", root_file},
+               {"BAGUA_SECRET", "0123456789abcdef0123456789abcdef"}};
   });
   unlink(root_file.c_str());
   port = free_port();
   ok &= run_job("slurm + BAGUA_ROOT_ADDR", 2, [&](int r) {
-    return Env{{"SLURM_PROCID", std::to_string(r)}, {"SLURM_NTASKS", "2"},
-               {"BAGUA_ROOT_ADDR", "127.0.0.1:" + std::to_string(port)}, {"BAGUA_SECRET", "aa55"}};
+    return Env{{"SLURM_PROCID", std::to_string(r)},
+               {"SLURM_NTASKS", "2"},
+               {"BAGUA_ROOT_ADDR", "127.0.0.1:" + std::to_string(port)},
+               {"BAGUA_SECRET", "aa55"}};
   });
   return ok ? 0 : 1;
 }

@@ -162,8 +162,8 @@ int main() {
   for (int p = 0; p < g_size; ++p) displs[p] = static_cast<size_t>(p);
   small[g_rank] = 0;
   std::vector<int32_t> sb(g_size), rb(g_size);
-  MP_CHECK(bagua_alltoallv(sb.data(), counts.data(), displs.data(), rb.data(), small.data(), displs.data(),
-                           BAGUA_INT32, comm, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
+  MP_CHECK(bagua_alltoallv(sb.data(), counts.data(), displs.data(), rb.data(), small.data(), displs.data(), BAGUA_INT32,
+                           comm, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
   MP_OK(bagua_allreduce(&x, &x, 1, BAGUA_INT32, BAGUA_SUM, comm, nullptr));
   MP_OK(bagua_barrier(comm, nullptr));
   MP_OK(bagua_comm_destroy(comm));

@@ -93,7 +93,8 @@ double check_bound(const std::vector<float>& out, size_t count, int bits, size_t
       std::vector<double> exact(len, 0.0), magnitude(len, 0.0);
       for (int r = 0; r < m; ++r) {
         if (r != owner) inputs_err += spread * range_of(c.inputs[r].data() + cb, len) / (2 * L);
-        for (size_t i = 0; i < len; ++i) exact[i] += c.inputs[r][cb + i], magnitude[i] += std::fabs(c.inputs[r][cb + i]);
+        for (size_t i = 0; i < len; ++i)
+          exact[i] += c.inputs[r][cb + i], magnitude[i] += std::fabs(c.inputs[r][cb + i]);
       }
       auto [lo, hi] = std::minmax_element(exact.begin(), exact.end());
       sum_range = *hi - *lo;
@@ -103,7 +104,8 @@ double check_bound(const std::vector<float>& out, size_t count, int bits, size_t
         double want = avg ? exact[i] / g_size : exact[i];
         double err = std::fabs(out[cb + i] - want), b = avg ? bound / g_size : bound;
         if (!(err <= b)) {
-          std::fprintf(stderr, "rank %d: element %zu: got %.9g want %.9g, error %.3g > bound %.3g (bits %d chunk %zu)\n",
+          std::fprintf(stderr,
+                       "rank %d: element %zu: got %.9g want %.9g, error %.3g > bound %.3g (bits %d chunk %zu)\n",
                        g_rank, cb + i, out[cb + i], want, err, b, bits, chunk);
           std::exit(1);
         }
@@ -140,8 +142,8 @@ void check_minmax_bounds(bagua_comm_t comm) {
             bagua_compression_t cfg = minmax_cfg(bits, chunk, stochastic);
             MP_OK(bagua_quantized_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, avg ? BAGUA_AVG : BAGUA_SUM,
                                             &cfg, nullptr, comm, nullptr));
-            MP_CHECK(x == original);         // sendbuf untouched
-            MP_CHECK(out[count] == -7.0f);   // nothing written past the end
+            MP_CHECK(x == original);        // sendbuf untouched
+            MP_CHECK(out[count] == -7.0f);  // nothing written past the end
             out.resize(count);
             check_identical(out.data(), count * 4, comm);
             worst = std::max(worst, check_bound(out, count, bits, chunk, stochastic, avg, seed));
@@ -168,7 +170,8 @@ void check_other_kinds(bagua_comm_t comm) {
     bagua_compression_t cfg = minmax_cfg(8, 1024);
     cfg.kind = kind;
     std::vector<float> x = input_of(g_rank, count, 5), out(count);
-    MP_OK(bagua_quantized_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, nullptr));
+    MP_OK(
+        bagua_quantized_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, nullptr));
     check_identical(out.data(), count * 4, comm);
     if (kind == BAGUA_COMPRESS_SIGN) {
       // Sign keeps the direction only: the output is positively correlated with the exact sum.
@@ -181,7 +184,8 @@ void check_other_kinds(bagua_comm_t comm) {
     double u = kind == BAGUA_COMPRESS_FP16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
     for (size_t i = 0; i < count; ++i) {
       double in_err = 0, biggest = 0;
-      for (const auto& in : c.inputs) in_err += std::fabs(in[i]) * u, biggest = std::max(biggest, (double)std::fabs(in[i]));
+      for (const auto& in : c.inputs)
+        in_err += std::fabs(in[i]) * u, biggest = std::max(biggest, (double)std::fabs(in[i]));
       double bound = 2 * in_err + std::fabs(exact[i]) * u + 1e-6 * biggest;
       MP_CHECK(std::fabs(out[i] - exact[i]) <= bound);
     }
@@ -217,7 +221,8 @@ void check_error_feedback(bagua_comm_t comm) {
         for (size_t i = 0; i < count; ++i) sum_exact[i] += x[i], scale = std::max(scale, (double)std::fabs(x[i]));
       }
       std::vector<float> mine = input_of(g_rank, count, 100 + t);
-      MP_OK(bagua_quantized_allreduce(mine.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, state, comm, nullptr));
+      MP_OK(bagua_quantized_allreduce(mine.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, state, comm,
+                                      nullptr));
       for (size_t i = 0; i < count; ++i) sum_out[i] += out[i];
     }
     std::vector<float> residual(count);
@@ -233,11 +238,12 @@ void check_error_feedback(bagua_comm_t comm) {
     }
     MP_CHECK(worst <= tol);
     bool compressed = (g_hier ? (g_size + 1) / 2 : g_size) > 1;  // one contributor sends nothing compressed
-    MP_CHECK(!compressed || without_residual > 100 * worst);  // the residual is what makes the identity hold
+    MP_CHECK(!compressed || without_residual > 100 * worst);     // the residual is what makes the identity hold
     MP_OK(bagua_qstate_destroy(state));
     if (g_rank == 0)
-      std::printf("error feedback (%s): |sum out + residual - sum exact| <= %.3g (tolerance %.3g; without the residual %.3g)\n",
-                  kind == BAGUA_COMPRESS_MINMAX ? "minmax 2-bit" : "sign", worst, tol, without_residual);
+      std::printf(
+          "error feedback (%s): |sum out + residual - sum exact| <= %.3g (tolerance %.3g; without the residual %.3g)\n",
+          kind == BAGUA_COMPRESS_MINMAX ? "minmax 2-bit" : "sign", worst, tol, without_residual);
   }
 }
 
@@ -280,8 +286,11 @@ double train(bagua_comm_t comm, int mode /* 0 full, 1 sign+EF, 2 sign without EF
     // without error feedback does not.
     const float lr = 0.3f / (1.0f + t / 50.0f);
     loss_and_grad(true);
-    if (mode == 0) MP_OK(bagua_allreduce(grad.data(), avg.data(), d, BAGUA_FLOAT32, BAGUA_AVG, comm, nullptr));
-    else MP_OK(bagua_quantized_allreduce(grad.data(), avg.data(), d, BAGUA_FLOAT32, BAGUA_AVG, &cfg, state, comm, nullptr));
+    if (mode == 0)
+      MP_OK(bagua_allreduce(grad.data(), avg.data(), d, BAGUA_FLOAT32, BAGUA_AVG, comm, nullptr));
+    else
+      MP_OK(
+          bagua_quantized_allreduce(grad.data(), avg.data(), d, BAGUA_FLOAT32, BAGUA_AVG, &cfg, state, comm, nullptr));
     for (size_t j = 0; j < d; ++j) w[j] -= lr * avg[j];
   }
   if (state) MP_OK(bagua_qstate_destroy(state));
@@ -294,8 +303,10 @@ void check_convergence(bagua_comm_t comm) {
   double initial = train(comm, 0, 0);
   double full = train(comm, 0, steps), ef = train(comm, 1, steps), no_ef = train(comm, 2, steps);
   if (g_rank == 0)
-    std::printf("least squares, %d SGD steps on %d ranks: initial %.4g, full precision %.6f, 1-bit+EF %.6f, "
-                "1-bit without EF %.6f\n", steps, g_size, initial, full, ef, no_ef);
+    std::printf(
+        "least squares, %d SGD steps on %d ranks: initial %.4g, full precision %.6f, 1-bit+EF %.6f, "
+        "1-bit without EF %.6f\n",
+        steps, g_size, initial, full, ef, no_ef);
   MP_CHECK(std::fabs(ef - full) < 1e-3);
   MP_CHECK(no_ef > full + 0.05);  // the gap: without error feedback it stalls away from the optimum
 }
@@ -304,7 +315,8 @@ void check_nonblocking(bagua_comm_t comm) {
   const size_t count = 70001;
   bagua_compression_t cfg = minmax_cfg(8, 1024);
   std::vector<float> x = input_of(g_rank, count, 77), blocking(count), out(count);
-  MP_OK(bagua_quantized_allreduce(x.data(), blocking.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, nullptr));
+  MP_OK(bagua_quantized_allreduce(x.data(), blocking.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm,
+                                  nullptr));
   bagua_request_t req;
   MP_OK(bagua_iquantized_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, &req));
   MP_OK(bagua_wait(req));
@@ -345,31 +357,41 @@ void check_bad_input(bagua_comm_t comm) {
     return bagua_quantized_allreduce(x.data(), out.data(), 1000, dt, op, c, st, comm, nullptr);
   };
   expect_invalid(call(nullptr, BAGUA_FLOAT32, BAGUA_SUM, nullptr), "NULL cfg");
-  cfg = good; cfg.magic = 1;
+  cfg = good;
+  cfg.magic = 1;
   expect_invalid(call(&cfg, BAGUA_FLOAT32, BAGUA_SUM, nullptr), "bad magic");
-  cfg = good; cfg.bits = 3;
+  cfg = good;
+  cfg.bits = 3;
   expect_invalid(call(&cfg, BAGUA_FLOAT32, BAGUA_SUM, nullptr), "3 bits");
-  cfg = good; cfg.chunk = 100;
+  cfg = good;
+  cfg.chunk = 100;
   expect_invalid(call(&cfg, BAGUA_FLOAT32, BAGUA_SUM, nullptr), "chunk 100");
-  cfg = good; cfg.kind = 99;
+  cfg = good;
+  cfg.kind = 99;
   expect_invalid(call(&cfg, BAGUA_FLOAT32, BAGUA_SUM, nullptr), "kind 99");
-  cfg = good; cfg.hierarchical = 7;
+  cfg = good;
+  cfg.hierarchical = 7;
   expect_invalid(call(&cfg, BAGUA_FLOAT32, BAGUA_SUM, nullptr), "hierarchical 7");
-  cfg = good; cfg.error_feedback = 1;
+  cfg = good;
+  cfg.error_feedback = 1;
   expect_invalid(call(&cfg, BAGUA_FLOAT32, BAGUA_SUM, nullptr), "error feedback without a state");
   expect_invalid(call(&good, BAGUA_INT32, BAGUA_SUM, nullptr), "INT32");
   expect_invalid(call(&good, BAGUA_FLOAT32, BAGUA_MAX, nullptr), "MAX");
-  expect_invalid(bagua_quantized_allreduce(x.data(), x.data() + 1, 999, BAGUA_FLOAT32, BAGUA_SUM, &good, nullptr, comm,
-                                           nullptr), "overlapping buffers");
-  expect_invalid(bagua_quantized_allreduce(x.data(), out.data(), SIZE_MAX / 2, BAGUA_FLOAT32, BAGUA_SUM, &good,
-                                           nullptr, comm, nullptr), "overflowing count");
+  expect_invalid(
+      bagua_quantized_allreduce(x.data(), x.data() + 1, 999, BAGUA_FLOAT32, BAGUA_SUM, &good, nullptr, comm, nullptr),
+      "overlapping buffers");
+  expect_invalid(bagua_quantized_allreduce(x.data(), out.data(), SIZE_MAX / 2, BAGUA_FLOAT32, BAGUA_SUM, &good, nullptr,
+                                           comm, nullptr),
+                 "overflowing count");
   bagua_qstate_t state;
-  cfg = good; cfg.error_feedback = 1;
+  cfg = good;
+  cfg.error_feedback = 1;
   MP_OK(bagua_qstate_create(comm, 500, BAGUA_FLOAT32, &cfg, &state));
   expect_invalid(call(&cfg, BAGUA_FLOAT32, BAGUA_SUM, state), "state for another count");
   cfg.bits = 4;
-  expect_invalid(bagua_quantized_allreduce(x.data(), out.data(), 500, BAGUA_FLOAT32, BAGUA_SUM, &cfg, state, comm,
-                                           nullptr), "state for another cfg");
+  expect_invalid(
+      bagua_quantized_allreduce(x.data(), out.data(), 500, BAGUA_FLOAT32, BAGUA_SUM, &cfg, state, comm, nullptr),
+      "state for another cfg");
   MP_OK(bagua_qstate_destroy(state));
   expect_invalid(bagua_qstate_create(comm, 10, BAGUA_FLOAT32, &good, nullptr), "NULL state pointer");
   expect_invalid(bagua_qstate_destroy(nullptr), "destroy NULL");

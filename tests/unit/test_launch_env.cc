@@ -28,8 +28,11 @@ std::string error_of(const std::map<std::string, std::string>& vars) {
 }  // namespace
 
 TEST_CASE("bagua-run variables", "[env]") {
-  LaunchInfo info = read({{"BAGUA_RANK", "2"}, {"BAGUA_WORLD_SIZE", "4"}, {"BAGUA_LOCAL_RANK", "2"},
-                          {"BAGUA_ROOT_ADDR", "127.0.0.1:999"}, {"BAGUA_SECRET", "00ff"},
+  LaunchInfo info = read({{"BAGUA_RANK", "2"},
+                          {"BAGUA_WORLD_SIZE", "4"},
+                          {"BAGUA_LOCAL_RANK", "2"},
+                          {"BAGUA_ROOT_ADDR", "127.0.0.1:999"},
+                          {"BAGUA_SECRET", "00ff"},
                           {"BAGUA_ROOT_HOSTED", "1"}});
   CHECK(info.launcher == "bagua");
   CHECK(info.rank == 2);
@@ -41,8 +44,8 @@ TEST_CASE("bagua-run variables", "[env]") {
 }
 
 TEST_CASE("torchrun variables: the root is MASTER_PORT + 1", "[env]") {
-  LaunchInfo info = read({{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"},
-                          {"MASTER_PORT", "29500"}});
+  LaunchInfo info = read(
+      {{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
   CHECK(info.launcher == "torchrun");
   CHECK(info.rank == 1);
   CHECK(info.nranks == 8);
@@ -54,14 +57,16 @@ TEST_CASE("torchrun variables: the root is MASTER_PORT + 1", "[env]") {
 }
 
 TEST_CASE("Open MPI and Slurm variables with a root file", "[env]") {
-  LaunchInfo ompi = read({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                          {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"BAGUA_ROOT_FILE", "/tmp/root"}});
+  LaunchInfo ompi = read({{"OMPI_COMM_WORLD_RANK", "3"},
+                          {"OMPI_COMM_WORLD_SIZE", "4"},
+                          {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                          {"BAGUA_ROOT_FILE", "/tmp/root"}});
   CHECK(ompi.launcher == "openmpi");
   CHECK(ompi.rank == 3);
   CHECK(ompi.local_rank == 1);
   CHECK(ompi.root_file == "/tmp/root");
-  LaunchInfo slurm = read({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "0"},
-                           {"BAGUA_ROOT_ADDR", "node1:7000"}});
+  LaunchInfo slurm =
+      read({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "0"}, {"BAGUA_ROOT_ADDR", "node1:7000"}});
   CHECK(slurm.launcher == "slurm");
   CHECK(slurm.rank == 5);
   CHECK(slurm.nranks == 6);
@@ -70,9 +75,10 @@ TEST_CASE("Open MPI and Slurm variables with a root file", "[env]") {
 
 TEST_CASE("precedence: BAGUA_*, torchrun, Open MPI, Slurm", "[env]") {
   std::map<std::string, std::string> all = {
-      {"BAGUA_RANK", "0"}, {"BAGUA_WORLD_SIZE", "1"}, {"RANK", "1"}, {"WORLD_SIZE", "2"},
-      {"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "3"}, {"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"},
-      {"BAGUA_ROOT_ADDR", "127.0.0.1:1"}, {"MASTER_ADDR", "127.0.0.2"}, {"MASTER_PORT", "10"}};
+      {"BAGUA_RANK", "0"},          {"BAGUA_WORLD_SIZE", "1"},     {"RANK", "1"},
+      {"WORLD_SIZE", "2"},          {"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "3"},
+      {"SLURM_PROCID", "3"},        {"SLURM_NTASKS", "4"},         {"BAGUA_ROOT_ADDR", "127.0.0.1:1"},
+      {"MASTER_ADDR", "127.0.0.2"}, {"MASTER_PORT", "10"}};
   CHECK(read(all).launcher == "bagua");
   CHECK(read(all).root_addr == "127.0.0.1:1");  // BAGUA_ROOT_ADDR beats MASTER_ADDR
   all.erase("BAGUA_RANK");
@@ -89,8 +95,9 @@ TEST_CASE("missing or malformed variables are named", "[env]") {
   CHECK_THAT(error_of({}), Catch::Contains("BAGUA_RANK") && Catch::Contains("BAGUA_ROOT_ADDR"));
   CHECK_THAT(error_of({{"BAGUA_RANK", "0"}, {"BAGUA_ROOT_ADDR", "h:1"}}), Catch::Contains("BAGUA_WORLD_SIZE"));
   CHECK_THAT(error_of({{"RANK", "0"}, {"MASTER_ADDR", "h"}}), Catch::Contains("WORLD_SIZE"));
-  CHECK_THAT(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}}),
-             Catch::Contains("BAGUA_ROOT_ADDR") && Catch::Contains("MASTER_ADDR") && Catch::Contains("BAGUA_ROOT_FILE"));
+  CHECK_THAT(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), Catch::Contains("BAGUA_ROOT_ADDR") &&
+                                                                 Catch::Contains("MASTER_ADDR") &&
+                                                                 Catch::Contains("BAGUA_ROOT_FILE"));
   CHECK_THAT(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}), Catch::Contains("MASTER_PORT"));
   CHECK_THAT(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "x"}}),
              Catch::Contains("MASTER_PORT"));
@@ -98,7 +105,7 @@ TEST_CASE("missing or malformed variables are named", "[env]") {
              Catch::Contains("BAGUA_RANK"));
   CHECK_THAT(error_of({{"BAGUA_RANK", "0"}, {"BAGUA_WORLD_SIZE", "zero"}, {"BAGUA_ROOT_ADDR", "h:1"}}),
              Catch::Contains("BAGUA_WORLD_SIZE"));
-  CHECK_THAT(error_of({{"BAGUA_RANK", "0"}, {"BAGUA_WORLD_SIZE", "1"}, {"BAGUA_ROOT_ADDR", "h:1"},
-                       {"BAGUA_SECRET", "xyz"}}),
-             Catch::Contains("BAGUA_SECRET"));
+  CHECK_THAT(
+      error_of({{"BAGUA_RANK", "0"}, {"BAGUA_WORLD_SIZE", "1"}, {"BAGUA_ROOT_ADDR", "h:1"}, {"BAGUA_SECRET", "xyz"}}),
+      Catch::Contains("BAGUA_SECRET"));
 }

@@ -24,8 +24,7 @@ TEST_CASE("log levels parse case-insensitively", "[logging]") {
 TEST_CASE("BAGUA_LOG_FILE expands %h and %p", "[logging]") {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  CHECK(expand_log_path("/tmp/x-%h-%p.log") ==
-        "/tmp/x-" + std::string(host) + "-" + std::to_string(getpid()) + ".log");
+  CHECK(expand_log_path("/tmp/x-%h-%p.log") == "/tmp/x-" + std::string(host) + "-" + std::to_string(getpid()) + ".log");
   CHECK(expand_log_path("100%%") == "100%");
 }
 

@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>

@@ -21,7 +21,8 @@ TEST_CASE("the direct allreduce needs cross-memory attach and one host", "[selec
 TEST_CASE("a forced direct allreduce falls back to the model without cross-memory attach", "[selection]") {
   const HostLayout one_host = {{0, 1}};
   AlgorithmSelector forced("allreduce:direct");
-  CHECK(forced.choose(Collective::kAllreduce, 1024, 2, one_host) == forced.model_choice(Collective::kAllreduce, 1024, 2, one_host));
+  CHECK(forced.choose(Collective::kAllreduce, 1024, 2, one_host) ==
+        forced.model_choice(Collective::kAllreduce, 1024, 2, one_host));
   CHECK(forced.choose(Collective::kAllreduce, 1024, 2, one_host) != Algorithm::kDirect);
   forced.set_cross_memory(true);
   CHECK(forced.choose(Collective::kAllreduce, 1024, 2, one_host) == Algorithm::kDirect);

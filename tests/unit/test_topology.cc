@@ -6,11 +6,11 @@
 // [minimal_xml] case in a process of its own with HWLOC_LIBXML_IMPORT=0 (hwloc reads it once per process).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "topology/host_identity.h"

@@ -60,12 +60,16 @@ void AsyncAverager::run() {
   try {
     std::vector<float> sf, rf;
     std::vector<double> sd, rd;
-    if (dtype_ == BAGUA_FLOAT64) sd.resize(count_ + 1), rd.resize(count_ + 1);
-    else sf.resize(count_ + 1), rf.resize(count_ + 1);
+    if (dtype_ == BAGUA_FLOAT64)
+      sd.resize(count_ + 1), rd.resize(count_ + 1);
+    else
+      sf.resize(count_ + 1), rf.resize(count_ + 1);
     for (;;) {
       bool stop_all = false;
-      if (dtype_ == BAGUA_FLOAT64) average_round(sd, rd, stop_all);
-      else average_round(sf, rf, stop_all);
+      if (dtype_ == BAGUA_FLOAT64)
+        average_round(sd, rd, stop_all);
+      else
+        average_round(sf, rf, stop_all);
       rounds_.fetch_add(1);
       if (stop_all) break;
       std::unique_lock<std::mutex> wait_lock(wake_mutex_);

@@ -10,16 +10,28 @@ namespace bagua {
 namespace {
 
 std::unique_ptr<Schedule> new_schedule(Comm& comm) {
-  ScheduleContext ctx{comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(),
-                      TagKind::kLowPrecisionDecentralized, BAGUA_FLOAT32, BAGUA_SUM, 0, 0, {}, {}, {}};
+  ScheduleContext ctx{comm.rank(),
+                      comm.size(),
+                      comm.id(),
+                      comm.next_collective_sequence(),
+                      TagKind::kLowPrecisionDecentralized,
+                      BAGUA_FLOAT32,
+                      BAGUA_SUM,
+                      0,
+                      0,
+                      {},
+                      {},
+                      {}};
   return std::make_unique<Schedule>(ctx);
 }
 
 }  // namespace
 
-LowPrecisionDecentralized::LowPrecisionDecentralized(Comm& comm, size_t count, const Codec& codec,
-                                                     const float* initial)
-    : comm_(comm), count_(count), codec_(codec), ring_(Topology::builtin(comm.size(), BAGUA_TOPO_RING)),
+LowPrecisionDecentralized::LowPrecisionDecentralized(Comm& comm, size_t count, const Codec& codec, const float* initial)
+    : comm_(comm),
+      count_(count),
+      codec_(codec),
+      ring_(Topology::builtin(comm.size(), BAGUA_TOPO_RING)),
       self_(initial, initial + count) {
   if (codec.error_feedback()) error_.assign(count, 0.0f);
   NeighborPlan plan = ring_.plan(comm.rank(), 0);

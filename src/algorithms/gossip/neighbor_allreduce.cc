@@ -39,8 +39,8 @@ void weighted_sum_typed(bagua_datatype_t dtype, void* out, const void* self, dou
 
 // Gossip among `members` (rank of graph node i = members[i]): adds the graph's phases as rounds to s (every
 // rank the same number); `input` is what this node sends, `output` receives the weighted sum.
-void gossip_rounds(Schedule& s, const Topology& topology, const std::vector<int>& members, int node,
-                   uint64_t step, const void* input, void* output, size_t count, bagua_datatype_t dtype) {
+void gossip_rounds(Schedule& s, const Topology& topology, const std::vector<int>& members, int node, uint64_t step,
+                   const void* input, void* output, size_t count, bagua_datatype_t dtype) {
   const int phases = topology.plan(0, step).phases;  // the same on every node
   const size_t first = s.rounds().size();
   for (int k = 0; k < phases; ++k) s.round();
@@ -66,12 +66,22 @@ void gossip_rounds(Schedule& s, const Topology& topology, const std::vector<int>
 }  // namespace
 
 std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& a) {
-  ScheduleContext ctx{comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(), TagKind::kNeighbor,
-                      a.dtype, BAGUA_SUM, 0, 0, {}, {}, {}};
+  ScheduleContext ctx{comm.rank(),
+                      comm.size(),
+                      comm.id(),
+                      comm.next_collective_sequence(),
+                      TagKind::kNeighbor,
+                      a.dtype,
+                      BAGUA_SUM,
+                      0,
+                      0,
+                      {},
+                      {},
+                      {}};
   auto s = std::make_unique<Schedule>(ctx);
-  std::string description = fmt::format("neighbor_allreduce #{} ({} x {}, {}{}, step {})", ctx.sequence, a.count,
-                                        datatype_name(a.dtype), topology.describe(),
-                                        topology.hierarchical ? ", hierarchical" : "", a.step);
+  std::string description =
+      fmt::format("neighbor_allreduce #{} ({} x {}, {}{}, step {})", ctx.sequence, a.count, datatype_name(a.dtype),
+                  topology.describe(), topology.hierarchical ? ", hierarchical" : "", a.step);
   const size_t bytes = a.count * datatype_size(a.dtype);
   if (a.count == 0) return std::make_unique<ScheduleOp>(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, description, std::move(s));
   if (!topology.hierarchical) {

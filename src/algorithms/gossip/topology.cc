@@ -54,9 +54,11 @@ Topology Topology::builtin(int n, bagua_topology_kind_t kind) {
     case BAGUA_TOPO_ONE_PEER_EXPONENTIAL:
     case BAGUA_TOPO_FULL: break;
     case BAGUA_TOPO_SHIFT_ONE:
-      if (n % 2 != 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "BAGUA_TOPO_SHIFT_ONE pairs ranks: it needs an even size, not {}", n);
+      if (n % 2 != 0)
+        fail(BAGUA_ERR_INVALID_ARGUMENT, "BAGUA_TOPO_SHIFT_ONE pairs ranks: it needs an even size, not {}", n);
       break;
-    default: fail(BAGUA_ERR_INVALID_ARGUMENT, "topology kind {} is not a bagua_topology_kind_t", static_cast<int>(kind));
+    default:
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "topology kind {} is not a bagua_topology_kind_t", static_cast<int>(kind));
   }
   t.kind_ = kind;
   return t;
@@ -90,7 +92,8 @@ Topology Topology::from_edges(int n, int nedges, const int* src, const int* dst,
         bool symmetric = false;
         for (auto& [back, unused] : t.in_edges_[s]) symmetric = symmetric || back == d;
         if (!symmetric)
-          fail(BAGUA_ERR_INVALID_ARGUMENT, "Metropolis-Hastings weights need a symmetric graph: {} -> {} has no reverse edge", s, d);
+          fail(BAGUA_ERR_INVALID_ARGUMENT,
+               "Metropolis-Hastings weights need a symmetric graph: {} -> {} has no reverse edge", s, d);
         w = 1.0 / (1.0 + static_cast<double>(std::max(neighbours[s].size(), neighbours[d].size())));
       }
   }
@@ -99,7 +102,8 @@ Topology Topology::from_edges(int n, int nedges, const int* src, const int* dst,
     double total = 0;
     for (auto& [s, w] : t.in_edges_[d]) total += w;
     if (total > 1.0 + 1e-12)
-      fail(BAGUA_ERR_INVALID_ARGUMENT, "rank {}'s in-weights sum to {} > 1: its own weight would be negative", d, total);
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "rank {}'s in-weights sum to {} > 1: its own weight would be negative", d,
+           total);
   }
   return t;
 }

@@ -13,8 +13,8 @@ namespace bagua {
 
 struct NeighborPlan {
   double self_weight = 1.0;
-  std::vector<int> sends;                          // out-neighbours, ascending
-  std::vector<std::pair<int, double>> receives;    // (in-neighbour, its weight), ascending rank
+  std::vector<int> sends;                        // out-neighbours, ascending
+  std::vector<std::pair<int, double>> receives;  // (in-neighbour, its weight), ascending rank
   // Circulant graphs move one shift at a time (each link then carries one flow per direction):
   // phase of each send / receive, matching on both ends. Other graphs: all in phase 0.
   std::vector<int> send_phase, receive_phase;

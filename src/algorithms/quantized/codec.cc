@@ -16,8 +16,8 @@ Codec Codec::from_config(const bagua_compression_t* cfg) {
     fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->size {} is not a bagua_compression_t size (the first version has {} bytes)",
          cfg->size, sizeof(bagua_compression_t));
   if (cfg->magic != BAGUA_COMPRESSION_MAGIC)
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->magic is {:#x}, not BAGUA_COMPRESSION_MAGIC: start from BAGUA_COMPRESSION_INITIALIZER",
-         cfg->magic);
+    fail(BAGUA_ERR_INVALID_ARGUMENT,
+         "cfg->magic is {:#x}, not BAGUA_COMPRESSION_MAGIC: start from BAGUA_COMPRESSION_INITIALIZER", cfg->magic);
   if (cfg->version < BAGUA_VERSION(0, 1, 0))
     fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg->version {} predates bagua_compression_t", cfg->version);
   Codec c;
@@ -69,8 +69,10 @@ void Codec::compress_slice(const float* x, size_t count, float* error, const Rou
   if (count == 0) return;
   switch (kind_) {
     case BAGUA_COMPRESS_MINMAX:
-      if (error) minmax_compress_ef(x, BAGUA_FLOAT32, count, error, format_, key, out);
-      else minmax_compress(x, BAGUA_FLOAT32, count, format_, key, out);
+      if (error)
+        minmax_compress_ef(x, BAGUA_FLOAT32, count, error, format_, key, out);
+      else
+        minmax_compress(x, BAGUA_FLOAT32, count, format_, key, out);
       return;
     case BAGUA_COMPRESS_SIGN: sign_compress(x, count, format_.chunk, error, out); return;
     case BAGUA_COMPRESS_FP16:

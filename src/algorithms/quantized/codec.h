@@ -34,8 +34,8 @@ class Codec {
   // acc[i] += deq(in)[i]
   void decompress_accumulate(const uint8_t* in, size_t count, float* acc) const;
   // The owner step: acc = own + sum of deq(inputs) in input order; out = q(acc) with owner_error (may be NULL).
-  void reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count,
-                         float* owner_error, const RoundingKey& key, float* acc, uint8_t* out) const;
+  void reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count, float* owner_error,
+                         const RoundingKey& key, float* acc, uint8_t* out) const;
 
  private:
   void compress_slice(const float* x, size_t count, float* error, const RoundingKey& key, uint8_t* out) const;

@@ -17,7 +17,8 @@ QuantizedGroup QuantizedGroup::of(const Comm& comm, bagua_hierarchical_t mode) {
   QuantizedGroup g;
   bool shared_host = false;
   for (const auto& host : comm.hosts()) shared_host = shared_host || host.size() > 1;
-  g.hierarchical = mode == BAGUA_HIERARCHICAL_ON || (mode == BAGUA_HIERARCHICAL_AUTO && comm.nhosts() > 1 && shared_host);
+  g.hierarchical =
+      mode == BAGUA_HIERARCHICAL_ON || (mode == BAGUA_HIERARCHICAL_AUTO && comm.nhosts() > 1 && shared_host);
   if (!g.hierarchical) {
     for (int r = 0; r < comm.size(); ++r) g.members.push_back(r);
     g.index = g.leader = comm.rank();
@@ -42,7 +43,11 @@ size_t QuantizedGroup::block_count(size_t count, int b) const {
 }
 
 QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec)
-    : comm_(&comm), count_(count), dtype_(dtype), codec_(codec), group_(QuantizedGroup::of(comm, codec.hierarchical())) {
+    : comm_(&comm),
+      count_(count),
+      dtype_(dtype),
+      codec_(codec),
+      group_(QuantizedGroup::of(comm, codec.hierarchical())) {
   if (codec.error_feedback() && group_.index >= 0 && group_.members.size() > 1) {
     worker_error_.assign(count, 0.0f);
     owner_error_.assign(group_.block_count(count, group_.index), 0.0f);
@@ -83,7 +88,8 @@ class ScratchPlan {
     return at;
   }
   static size_t times(size_t a, size_t b) {
-    if (b != 0 && a > SIZE_MAX / 2 / b) fail(BAGUA_ERR_INVALID_ARGUMENT, "quantized allreduce scratch overflows size_t");
+    if (b != 0 && a > SIZE_MAX / 2 / b)
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "quantized allreduce scratch overflows size_t");
     return a * b;
   }
   size_t total() const { return total_; }
@@ -110,13 +116,13 @@ struct QuantizedWork {
   float* worker_error;
   float* owner_error;
   // scratch pieces
-  float* x;               // fp32 input (sendbuf itself for fp32 when no host sum)
-  bool own_x;             // x is scratch
-  uint8_t* local_in;      // hierarchical leader: its host's inputs, in local_peers order
+  float* x;                     // fp32 input (sendbuf itself for fp32 when no host sum)
+  bool own_x;                   // x is scratch
+  uint8_t* local_in;            // hierarchical leader: its host's inputs, in local_peers order
   std::vector<uint8_t*> block;  // [j]: my compressed copy of block j, later owner j's result
   std::vector<uint8_t*> in;     // [j]: rank j's compressed copy of my block
-  uint8_t* mine;          // my reduced block, compressed
-  float* acc;             // my reduced block, fp32
+  uint8_t* mine;                // my reduced block, compressed
+  float* acc;                   // my reduced block, fp32
 
   int m() const { return static_cast<int>(group.members.size()); }
   size_t offset(int j) const { return group.block_offset(count, j); }
@@ -127,8 +133,10 @@ struct QuantizedWork {
 
   void prepare() {
     if (!own_x) return;
-    if (dtype == BAGUA_FLOAT32) std::memcpy(x, sendbuf, count * sizeof(float));
-    else cast_to_float(sendbuf, dtype, count, x);
+    if (dtype == BAGUA_FLOAT32)
+      std::memcpy(x, sendbuf, count * sizeof(float));
+    else
+      cast_to_float(sendbuf, dtype, count, x);
     const size_t elem = datatype_size(dtype);
     std::vector<float> peer(dtype == BAGUA_FLOAT32 ? 0 : count);
     for (size_t k = 0; k < group.local_peers.size(); ++k) {  // own input first, then the host's by ascending rank
@@ -186,8 +194,9 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   w->avg = a.op == BAGUA_AVG;
   const QuantizedGroup& grp = w->group;
   auto context = [&] {  // taken last: nothing may fail after this rank has used up a sequence number
-    return ScheduleContext{comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(), TagKind::kQuantized,
-                           a.dtype, a.op, 0, 0, {}, {}, {}};
+    return ScheduleContext{
+        comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(), TagKind::kQuantized, a.dtype, a.op, 0, 0,
+        {},          {},          {}};
   };
   auto describe = [&](uint64_t sequence) {
     return fmt::format("quantized_allreduce #{} ({} x {}, {}{})", sequence, a.count, datatype_name(a.dtype),
@@ -297,12 +306,15 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     Round& round = s->round();
     if (!exchanges) continue;
     const int k = shifts[r];
-    if (own_count > 0) add_recv_pieces(round.recvs, grp.members[from(k)], w->in[from(k)], codec.compressed_bytes(own_count));
+    if (own_count > 0)
+      add_recv_pieces(round.recvs, grp.members[from(k)], w->in[from(k)], codec.compressed_bytes(own_count));
     if (w->length(to(k)) > 0)
       add_send_pieces(round.sends, grp.members[to(k)], w->block[to(k)], codec.compressed_bytes(w->length(to(k))));
     if (own_count == 0) continue;
-    if (r == 0) round.during.push_back(timed([work] { work->owner_begin(); }));
-    else round.during.push_back(timed([work, j = from(shifts[r - 1])] { work->owner_add(j); }));
+    if (r == 0)
+      round.during.push_back(timed([work] { work->owner_begin(); }));
+    else
+      round.during.push_back(timed([work, j = from(shifts[r - 1])] { work->owner_add(j); }));
     if (r + 1 == steps) round.after.push_back(timed([work, j = from(k)] { work->owner_add(j); }));
   }
   // Allgather of the owners' compressed results: a ring pipelined in pieces. Block j starts at its owner;
@@ -324,16 +336,20 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   auto gather_round = [&](int t) -> Round& { return s->rounds()[first_gather_round + t]; };
   // Work for the round after round t (its `during`), or after the last round.
   auto after_round = [&](int t, LocalStep step) {
-    if (t + 1 < ring_rounds) gather_round(t + 1).during.push_back(std::move(step));
-    else gather_round(t).after.push_back(std::move(step));
+    if (t + 1 < ring_rounds)
+      gather_round(t + 1).during.push_back(std::move(step));
+    else
+      gather_round(t).after.push_back(std::move(step));
   };
   if (exchanges) {
     const int next = grp.members[to(1)], prev = grp.members[from(1)];
     for (int p = 0; p < pieces; ++p) {  // my block: compress piece p before round p, decompress it after
       auto [e0, e1] = piece_elems(g, p);
       LocalStep compress = timed([work, e0 = e0, e1 = e1] { work->owner_compress(e0, e1); });
-      if (p == 0) s->rounds()[first_gather_round - 1].after.push_back(std::move(compress));
-      else gather_round(p - 1).during.push_back(std::move(compress));
+      if (p == 0)
+        s->rounds()[first_gather_round - 1].after.push_back(std::move(compress));
+      else
+        gather_round(p - 1).during.push_back(std::move(compress));
       after_round(p, timed([work, g, e0 = e0, e1 = e1] { work->finish_range(g, e0, e1); }));
     }
     for (int step = 0; step <= m - 2; ++step) {

@@ -20,10 +20,10 @@ namespace bagua {
 // Who exchanges compressed blocks, and this rank's part in it. A pure function of (comm, hierarchical).
 struct QuantizedGroup {
   bool hierarchical = false;
-  std::vector<int> members;     // ranks exchanging compressed blocks, ascending
-  int index = -1;               // this rank's position in members, -1 if it only talks to its leader
-  int leader = 0;               // this rank's host leader (itself when not hierarchical)
-  std::vector<int> local_peers; // leader only: the other ranks of its host, ascending
+  std::vector<int> members;      // ranks exchanging compressed blocks, ascending
+  int index = -1;                // this rank's position in members, -1 if it only talks to its leader
+  int leader = 0;                // this rank's host leader (itself when not hierarchical)
+  std::vector<int> local_peers;  // leader only: the other ranks of its host, ascending
 
   static QuantizedGroup of(const Comm& comm, bagua_hierarchical_t mode);
   size_t block_offset(size_t count, int b) const;

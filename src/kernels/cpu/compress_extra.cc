@@ -32,8 +32,10 @@ void minmax_reduce_recompress(const uint8_t* const* inputs, int ninputs, const f
     if (reduced) std::memcpy(reduced + begin, acc.data(), len * sizeof(float));
     RoundingKey chunk_key = key;
     chunk_key.index_base = key.index_base + begin;
-    if (owner_error) minmax_compress_ef(acc.data(), BAGUA_FLOAT32, len, owner_error + begin, f, chunk_key, out + offset);
-    else minmax_compress(acc.data(), BAGUA_FLOAT32, len, f, chunk_key, out + offset);
+    if (owner_error)
+      minmax_compress_ef(acc.data(), BAGUA_FLOAT32, len, owner_error + begin, f, chunk_key, out + offset);
+    else
+      minmax_compress(acc.data(), BAGUA_FLOAT32, len, f, chunk_key, out + offset);
     offset += bytes;
     (void)block;
   }
@@ -83,8 +85,8 @@ namespace {
 
 // Sum of t^2 (t = x + e) over a chunk in fp64, in the order every implementation uses: element i goes to lane
 // i mod 8, each lane in element order, then the lanes 0..7 in order. Eight independent lanes vectorize.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-double sign_sum_squares(const float* x, const float* e, size_t len) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) double sign_sum_squares(const float* x, const float* e,
+                                                                                     size_t len) {
   double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + 8 <= len; i += 8)
@@ -110,8 +112,8 @@ bool sign_avx512() {
 }
 
 // Sixteen elements per step: the sign mask is two bytes of the output, LSB first.
-__attribute__((target("avx512f,avx512bw")))
-size_t sign_pack_avx512(const float* x, float* e, size_t len, float scale, uint8_t* bits) {
+__attribute__((target("avx512f,avx512bw"))) size_t sign_pack_avx512(const float* x, float* e, size_t len, float scale,
+                                                                    uint8_t* bits) {
   const __m512 zero = _mm512_setzero_ps(), pos = _mm512_set1_ps(scale), neg = _mm512_set1_ps(-scale);
   size_t i = 0;
   for (; i + 16 <= len; i += 16) {
@@ -126,8 +128,8 @@ size_t sign_pack_avx512(const float* x, float* e, size_t len, float scale, uint8
 }
 
 template <bool kAccumulate>
-__attribute__((target("avx512f,avx512bw")))
-size_t sign_expand_avx512(const uint8_t* bits, size_t len, float scale, float* x) {
+__attribute__((target("avx512f,avx512bw"))) size_t sign_expand_avx512(const uint8_t* bits, size_t len, float scale,
+                                                                      float* x) {
   const __m512 pos = _mm512_set1_ps(scale), neg = _mm512_set1_ps(-scale);
   size_t i = 0;
   for (; i + 16 <= len; i += 16) {
@@ -176,15 +178,19 @@ void sign_expand(const uint8_t* in, size_t count, size_t chunk, float* x) {
     size_t done = fast ? sign_expand_avx512<kAccumulate>(in + 4, len, scale, xc) : 0;
     for (size_t i = done; i < len; ++i) {
       float v = values[(in[4 + i / 8] >> (i % 8)) & 1u];
-      if constexpr (kAccumulate) xc[i] += v;
-      else xc[i] = v;
+      if constexpr (kAccumulate)
+        xc[i] += v;
+      else
+        xc[i] = v;
     }
     in += 4 + round_up((len + 7) / 8, 4);
   }
 }
 }  // namespace
 
-void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x) { sign_expand<false>(in, count, chunk, x); }
+void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x) {
+  sign_expand<false>(in, count, chunk, x);
+}
 void sign_decompress_accumulate(const uint8_t* in, size_t count, size_t chunk, float* acc) {
   sign_expand<true>(in, count, chunk, acc);
 }

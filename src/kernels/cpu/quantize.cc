@@ -74,8 +74,8 @@ Grid make_grid(float lo, float hi, int bits, bool poisoned) {
 
 // Min, max and "any non-finite" of a chunk. Sixteen independent lanes so the compiler can vectorize without
 // reassociating anything (min and max are exact, so the lane split changes no result).
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void min_max(const float* v, size_t len, float* lo, float* hi, bool* finite) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void min_max(const float* v, size_t len, float* lo,
+                                                                          float* hi, bool* finite) {
   constexpr size_t kLanes = 16;
   float mn[kLanes], mx[kLanes];
   uint32_t bad[kLanes];
@@ -127,8 +127,8 @@ bool avx512_available() {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f,avx512bw,avx512vl")))
-void min_max_avx512(const float* v, size_t len, float* lo, float* hi, bool* finite) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void min_max_avx512(const float* v, size_t len, float* lo,
+                                                                         float* hi, bool* finite) {
   __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
   __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512i exponent = _mm512_set1_epi32(0x7f800000);
@@ -153,8 +153,8 @@ void min_max_avx512(const float* v, size_t len, float* lo, float* hi, bool* fini
   *finite = !any_bad;
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl")))
-void quantize8_avx512(const float* v, size_t len, float min, float inv_step, uint8_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize8_avx512(const float* v, size_t len, float min,
+                                                                           float inv_step, uint8_t* out) {
   const __m512 vmin = _mm512_set1_ps(min), vinv = _mm512_set1_ps(inv_step);
   const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.0f);
   size_t i = 0;
@@ -173,8 +173,9 @@ void quantize8_avx512(const float* v, size_t len, float min, float inv_step, uin
 #pragma GCC diagnostic pop
 
 // Codes for one chunk, rounded to nearest (ties to even) or stochastically, clamped to [0, 2^b - 1].
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void quantize_values(const float* v, size_t len, Grid g, int bits, const float* draws, uint32_t* codes) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void quantize_values(const float* v, size_t len, Grid g,
+                                                                                  int bits, const float* draws,
+                                                                                  uint32_t* codes) {
   const float top = static_cast<float>((1u << bits) - 1);
   for (size_t i = 0; i < len; ++i) {
     float t = (v[i] - g.min) * g.inv_step;
@@ -193,11 +194,12 @@ void pack_bits(const uint32_t* codes, size_t len, uint8_t* out) {
     for (size_t k = 0; k < kPerByte; ++k) byte |= codes[j * kPerByte + k] << (k * Bits);
     out[j] = static_cast<uint8_t>(byte);
   }
-  for (size_t i = full * kPerByte; i < len; ++i) out[i / kPerByte] |= static_cast<uint8_t>(codes[i] << ((i % kPerByte) * Bits));
+  for (size_t i = full * kPerByte; i < len; ++i)
+    out[i / kPerByte] |= static_cast<uint8_t>(codes[i] << ((i % kPerByte) * Bits));
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void pack(const uint32_t* codes, size_t len, int bits, uint8_t* out, size_t bytes) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void pack(const uint32_t* codes, size_t len, int bits,
+                                                                       uint8_t* out, size_t bytes) {
   std::memset(out, 0, bytes);
   switch (bits) {
     case 8:
@@ -226,8 +228,10 @@ void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const Rou
                     uint8_t* out, float* deq) {
   float lo = 0, hi = 0;
   bool finite = true;
-  if (avx512_available()) min_max_avx512(v, len, &lo, &hi, &finite);
-  else min_max(v, len, &lo, &hi, &finite);
+  if (avx512_available())
+    min_max_avx512(v, len, &lo, &hi, &finite);
+  else
+    min_max(v, len, &lo, &hi, &finite);
   Grid g = make_grid(lo, hi, f.bits, !finite);
   put_header_float(out, g.min);
   put_header_float(out + 4, g.max);
@@ -248,15 +252,17 @@ void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const Rou
   }
   pack(codes, len, f.bits, out + kHeaderBytes, code_bytes(len, f.bits));
   if (deq) {
-    if (g.poisoned) std::fill(deq, deq + len, g.min);
+    if (g.poisoned)
+      std::fill(deq, deq + len, g.min);
     else
       for (size_t i = 0; i < len; ++i) deq[i] = g.min + static_cast<float>(codes[i]) * g.step;
   }
 }
 
 // Dequantized values of one chunk into `out` (len floats).
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void dequantize_chunk(const uint8_t* codes, size_t len, int bits, float min, float step, float* out) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void dequantize_chunk(const uint8_t* codes, size_t len,
+                                                                                   int bits, float min, float step,
+                                                                                   float* out) {
   switch (bits) {
     case 8:
       for (size_t i = 0; i < len; ++i) out[i] = min + static_cast<float>(codes[i]) * step;
@@ -281,8 +287,10 @@ void decompress_chunks(const uint8_t* in, size_t count, const MinMaxFormat& f, S
     size_t len = std::min(f.chunk, count - begin);
     float lo = header_float(in), hi = header_float(in + 4);
     Grid g = make_grid(lo, hi, f.bits, std::isnan(lo) || std::isnan(hi));
-    if (g.poisoned) std::fill(values, values + len, g.min);
-    else dequantize_chunk(in + kHeaderBytes, len, f.bits, g.min, g.step, values);
+    if (g.poisoned)
+      std::fill(values, values + len, g.min);
+    else
+      dequantize_chunk(in + kHeaderBytes, len, f.bits, g.min, g.step, values);
     sink(begin, values, len);
     in += kHeaderBytes + code_bytes(len, f.bits);
   }
@@ -307,8 +315,8 @@ float stochastic_draw(const RoundingKey& key, uint64_t index) {
   return rounding_draw(key.seed, key.step, key.rank, index);
 }
 
-void minmax_compress(const void* x, bagua_datatype_t dtype, size_t count, const MinMaxFormat& f,
-                     const RoundingKey& key, uint8_t* out) {
+void minmax_compress(const void* x, bagua_datatype_t dtype, size_t count, const MinMaxFormat& f, const RoundingKey& key,
+                     uint8_t* out) {
   validate(f);
   check_dtype(dtype);
   float buf[4096];
@@ -343,8 +351,10 @@ void minmax_compress_ef(const void* x, bagua_datatype_t dtype, size_t count, flo
 void minmax_decompress(const uint8_t* in, size_t count, const MinMaxFormat& f, void* x, bagua_datatype_t dtype) {
   check_dtype(dtype);
   decompress_chunks(in, count, f, [&](size_t begin, const float* v, size_t len) {
-    if (dtype == BAGUA_FLOAT32) std::memcpy(static_cast<float*>(x) + begin, v, len * sizeof(float));
-    else for (size_t i = 0; i < len; ++i) store(x, dtype, begin + i, v[i]);
+    if (dtype == BAGUA_FLOAT32)
+      std::memcpy(static_cast<float*>(x) + begin, v, len * sizeof(float));
+    else
+      for (size_t i = 0; i < len; ++i) store(x, dtype, begin + i, v[i]);
   });
 }
 

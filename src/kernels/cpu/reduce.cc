@@ -7,10 +7,10 @@
 
 namespace bagua {
 
-#define BAGUA_DECLARE_VARIANT(ns)                                                                             \
-  namespace ns {                                                                                              \
+#define BAGUA_DECLARE_VARIANT(ns)                                                                                    \
+  namespace ns {                                                                                                     \
   void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op); \
-  void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor);                               \
+  void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor);                                      \
   }
 BAGUA_DECLARE_VARIANT(cpu_scalar)
 BAGUA_DECLARE_VARIANT(cpu_avx2)
@@ -40,8 +40,10 @@ const Variant* select_variant() {
     best = CpuKernels::kAvx512;
   // BAGUA_CPU_KERNELS=scalar|avx2|avx512 may lower the choice (never raise it past the CPU).
   if (const char* forced = std::getenv("BAGUA_CPU_KERNELS")) {
-    if (std::strcmp(forced, "scalar") == 0) best = CpuKernels::kScalar;
-    else if (std::strcmp(forced, "avx2") == 0 && best >= CpuKernels::kAvx2) best = CpuKernels::kAvx2;
+    if (std::strcmp(forced, "scalar") == 0)
+      best = CpuKernels::kScalar;
+    else if (std::strcmp(forced, "avx2") == 0 && best >= CpuKernels::kAvx2)
+      best = CpuKernels::kAvx2;
   }
   return &kVariants[static_cast<int>(best)];
 }
@@ -88,8 +90,8 @@ void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor) {
   variant().divide_by(dst, count, dtype, divisor);
 }
 
-void reduce_from_with(CpuKernels which, void* dst, const void* a, const void* b, size_t count,
-                      bagua_datatype_t dtype, bagua_redop_t op) {
+void reduce_from_with(CpuKernels which, void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype,
+                      bagua_redop_t op) {
   kVariants[static_cast<int>(which)].reduce_from(dst, a, b, count, dtype, op);
 }
 

@@ -20,12 +20,12 @@ void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_da
 void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor);
 
 enum class CpuKernels { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-CpuKernels cpu_kernels();                     // the variant in use (BAGUA_CPU_KERNELS may lower it)
+CpuKernels cpu_kernels();                      // the variant in use (BAGUA_CPU_KERNELS may lower it)
 bool cpu_kernels_available(CpuKernels which);  // what this CPU can run
 const char* cpu_kernels_name(CpuKernels which);
 // A given variant, for tests and benchmarks.
-void reduce_from_with(CpuKernels which, void* dst, const void* a, const void* b, size_t count,
-                      bagua_datatype_t dtype, bagua_redop_t op);
+void reduce_from_with(CpuKernels which, void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype,
+                      bagua_redop_t op);
 void divide_by_with(CpuKernels which, void* dst, size_t count, bagua_datatype_t dtype, int divisor);
 
 }  // namespace bagua

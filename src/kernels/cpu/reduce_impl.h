@@ -82,8 +82,10 @@ void reduce_loop_fp16(Fp16* dst, const Fp16* a, const Fp16* b, size_t count) {
     if constexpr (Op == BAGUA_PROD) r = _mm256_mul_ps(x, y);
     if constexpr (Op == BAGUA_MIN) r = _mm256_blendv_ps(x, y, _mm256_cmp_ps(y, x, _CMP_LT_OQ));
     if constexpr (Op == BAGUA_MAX) r = _mm256_blendv_ps(x, y, _mm256_cmp_ps(y, x, _CMP_GT_OQ));
-    if constexpr (Op == BAGUA_MIN || Op == BAGUA_MAX) nan = _mm256_cmp_ps(x, y, _CMP_UNORD_Q);
-    else nan = _mm256_cmp_ps(r, r, _CMP_UNORD_Q);
+    if constexpr (Op == BAGUA_MIN || Op == BAGUA_MAX)
+      nan = _mm256_cmp_ps(x, y, _CMP_UNORD_Q);
+    else
+      nan = _mm256_cmp_ps(r, r, _CMP_UNORD_Q);
     r = _mm256_blendv_ps(r, qnan, nan);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
   }

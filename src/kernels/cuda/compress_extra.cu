@@ -160,9 +160,11 @@ void sign_compress(const float* x, size_t count, size_t chunk, float* error, uin
   auto s = static_cast<cudaStream_t>(stream);
   size_t chunks = (count + chunk - 1) / chunk;
   float* scales = nullptr;
-  if (cudaMallocAsync(&scales, chunks * sizeof(float), s) != cudaSuccess) fail(BAGUA_ERR_CUDA, "cudaMallocAsync failed");
+  if (cudaMallocAsync(&scales, chunks * sizeof(float), s) != cudaSuccess)
+    fail(BAGUA_ERR_CUDA, "cudaMallocAsync failed");
   sign_scale_kernel<<<static_cast<unsigned>((chunks + 127) / 128), 128, 0, s>>>(x, error, count, chunk, scales);
-  dim3 grid(static_cast<unsigned>(((chunk + 7) / 8 + 255) / 256), static_cast<unsigned>(chunks < 65535 ? chunks : 65535));
+  dim3 grid(static_cast<unsigned>(((chunk + 7) / 8 + 255) / 256),
+            static_cast<unsigned>(chunks < 65535 ? chunks : 65535));
   sign_pack_kernel<<<grid, 256, 0, s>>>(x, error, count, chunk, scales, out);
   cudaFreeAsync(scales, s);
   check("CUDA sign compress");
@@ -175,7 +177,8 @@ void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x, vo
 }
 
 void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t dtype, void* stream) {
-  if (dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16) fail(BAGUA_ERR_INVALID_ARGUMENT, "casts go to float16 or bfloat16");
+  if (dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "casts go to float16 or bfloat16");
   if (count == 0) return;
   cast_from_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(
       in, count, static_cast<uint16_t*>(out), dtype == BAGUA_FLOAT16);
@@ -183,10 +186,11 @@ void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t 
 }
 
 void cast_to_float(const void* in, bagua_datatype_t dtype, size_t count, float* out, void* stream) {
-  if (dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16) fail(BAGUA_ERR_INVALID_ARGUMENT, "casts come from float16 or bfloat16");
+  if (dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "casts come from float16 or bfloat16");
   if (count == 0) return;
-  cast_to_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const uint16_t*>(in), count, out, dtype == BAGUA_FLOAT16);
+  cast_to_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<const uint16_t*>(in),
+                                                                                   count, out, dtype == BAGUA_FLOAT16);
   check("CUDA cast");
 }
 

@@ -130,10 +130,14 @@ __global__ void decompress_acc_kernel(const uint8_t* in, size_t count, int bits,
   for (size_t i = threadIdx.x; i < len; i += kThreads) {
     uint32_t q = (block[kHeaderBytes + i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
     float deq = poisoned ? lo : lo + static_cast<float>(q) * step;
-    if (out_dtype == BAGUA_FLOAT32 && accumulate) acc[begin + i] = acc[begin + i] + deq;
-    else if (out_dtype == BAGUA_FLOAT32) acc[begin + i] = deq;
-    else if (out_dtype == BAGUA_FLOAT16) reinterpret_cast<uint16_t*>(acc)[begin + i] = float_to_fp16(deq);
-    else reinterpret_cast<uint16_t*>(acc)[begin + i] = float_to_bf16(deq);
+    if (out_dtype == BAGUA_FLOAT32 && accumulate)
+      acc[begin + i] = acc[begin + i] + deq;
+    else if (out_dtype == BAGUA_FLOAT32)
+      acc[begin + i] = deq;
+    else if (out_dtype == BAGUA_FLOAT16)
+      reinterpret_cast<uint16_t*>(acc)[begin + i] = float_to_fp16(deq);
+    else
+      reinterpret_cast<uint16_t*>(acc)[begin + i] = float_to_bf16(deq);
   }
 }
 

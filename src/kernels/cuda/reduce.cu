@@ -101,8 +101,8 @@ void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, voi
   if (count == 0) return;
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    divide_kernel<T><<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<T*>(dst), count,
-                                                                                        divisor);
+    divide_kernel<T>
+        <<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<T*>(dst), count, divisor);
   });
   check_launch("CUDA average");
 }

@@ -1,9 +1,9 @@
 #include "transport/ucx/ucx_transport.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <cstdio>
+#include <cstdlib>
 
 #include <cerrno>
 #include <cstring>
@@ -23,8 +23,7 @@ void default_ucx_setting(ucp_config_t* config, const char* name, const std::stri
   std::string env_name = std::string("UCX_") + name;
   if (std::getenv(env_name.c_str()) != nullptr) return;
   ucs_status_t status = ucp_config_modify(config, name, value.c_str());
-  if (status != UCS_OK)
-    BAGUA_WARN("could not set UCX_{}={}: {}", name, value, ucs_status_string(status));
+  if (status != UCS_OK) BAGUA_WARN("could not set UCX_{}={}: {}", name, value, ucs_status_string(status));
 }
 
 bool shared_memory_allowed() {
@@ -111,14 +110,15 @@ void UcxTransport::connect(const std::vector<Bytes>& addresses) {
     state->owner = this;
     state->rank = peer;
     ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = reinterpret_cast<const ucp_address_t*>(addresses[peer].data());
     params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = on_endpoint_error;
     params.err_handler.arg = state.get();
     ucs_status_t status = ucp_ep_create(worker_, &params, &endpoints_[peer]);
-    if (status != UCS_OK) fail(BAGUA_ERR_REMOTE, "cannot create a UCX endpoint to rank {}: {}", peer, ucs_status_string(status));
+    if (status != UCS_OK)
+      fail(BAGUA_ERR_REMOTE, "cannot create a UCX endpoint to rank {}: {}", peer, ucs_status_string(status));
     peers_.push_back(std::move(state));
   }
 }
@@ -214,8 +214,8 @@ void UcxTransport::post_send(Transfer& transfer, int peer, uint64_t tag, const v
     w.u32(static_cast<uint32_t>(rank_));
     std::memcpy(transfer.control, w.out().data(), kHeaderBytes);
     transfer.stage = 1;
-    transfer.aux = ucx_recv(ack_tag(static_cast<uint32_t>(rank_), id), transfer.control + kHeaderBytes, kAckBytes,
-                            &status);
+    transfer.aux =
+        ucx_recv(ack_tag(static_cast<uint32_t>(rank_), id), transfer.control + kHeaderBytes, kAckBytes, &status);
     if (status == UCS_OK) transfer.handle = ucx_send(peer, tag, transfer.control, kHeaderBytes, &status);
   } else {
     transfer.handle = ucx_send(peer, tag, data, bytes, &status, mode);
@@ -289,7 +289,8 @@ void UcxTransport::read_single_copy(Transfer& transfer) {
   uint32_t sender = r.u32();
   ucs_status_t ack_status;
   auto acknowledge = [&] {
-    transfer.aux = ucx_send(transfer.peer, ack_tag(sender, id), transfer.control + kHeaderBytes, kAckBytes, &ack_status);
+    transfer.aux =
+        ucx_send(transfer.peer, ack_tag(sender, id), transfer.control + kHeaderBytes, kAckBytes, &ack_status);
   };
   if (magic != kSingleCopyMagic || bytes != transfer.bytes) {
     acknowledge();  // release the sender either way
