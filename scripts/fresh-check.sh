@@ -13,6 +13,7 @@
 #                       the root holds only what mmdebstrap installs, keyed by everything that shapes it
 #   BAGUA_FRESH_SOURCES apt sources file(s) for the root (default: the host's Debian sources)
 #   BAGUA_FRESH_TMP     where the root is unpacked (default /var/tmp)
+#   BAGUA_FRESH_KEEP=1  keep the root after a failure, to look inside (chroot DIR/root); remove it by hand
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 suite=bookworm
@@ -57,6 +58,7 @@ work=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  set +e
   if [ -n "$work" ] && [ -d "$work" ]; then
     # Processes still running in the root (a test's leftovers) go first.
     for p in /proc/[0-9]*; do
@@ -64,7 +66,9 @@ cleanup() {
     done
     # The mounts live in a private mount namespace and die with it; unmount anything seen here all the same.
     findmnt -rn -o TARGET | grep -F "$work/" | sort -r | while read -r m; do umount -R -l "$m" || true; done
-    if findmnt -rn -o TARGET | grep -qF "$work/"; then
+    if [ "$rc" != 0 ] && [ "${BAGUA_FRESH_KEEP:-0}" = 1 ]; then
+      echo "fresh-check: kept $work/root (BAGUA_FRESH_KEEP=1); remove it with: rm -rf --one-file-system $work" >&2
+    elif findmnt -rn -o TARGET | grep -qF "$work/"; then
       echo "fresh-check: $work still has mounts; not removing it" >&2
       rc=1
     else
@@ -78,9 +82,9 @@ trap 'exit 130' INT TERM
 
 if [ ! -f "$base" ]; then
   say "building a minimal Debian $suite root (mmdebstrap --variant=minbase; cached in $cache)"
-  rm -f "$cache"/minbase-*.tar "$cache"/minbase-*.tar.part
+  rm -rf --one-file-system "$cache"/minbase-*
   t0=$SECONDS
-  mmdebstrap --quiet --variant=minbase "${aptopts[@]}" "$suite" "$base.part" "${sources[@]}" </dev/null ||
+  mmdebstrap --quiet --variant=minbase --format=tar "${aptopts[@]}" "$suite" "$base.part" "${sources[@]}" </dev/null ||
     die "mmdebstrap could not build the root (apt sources: ${sources[*]})"
   mv "$base.part" "$base"
   say "root built in $((SECONDS - t0)) s"
@@ -97,7 +101,8 @@ cuda=""
 [ -x /usr/local/cuda/bin/nvcc ] && cuda=$(readlink -f /usr/local/cuda)
 
 # Everything below runs in a private mount namespace: its mounts never show on the host and vanish with it.
-unshare --mount --propagation private bash -s "$work/root" "$debs" "$cuda" <<'INSIDE'
+rc=0
+unshare --mount --propagation private bash -s "$work/root" "$debs" "$cuda" <<'INSIDE' || rc=$?
 set -euo pipefail
 root=$1 debs=$2 cuda=$3
 mount -t proc proc "$root/proc"
@@ -129,7 +134,6 @@ for cmd in scripts/run.sh scripts/test.sh; do
 done
 exit $status
 INSIDE
-rc=$?
 [ $rc = 0 ] || die "a README command failed in the clean root (see above). If it is a missing package, add it to scripts/install-deps.sh"
 
 # A test that skips inside but would run on a developer's machine means something is missing from the install.
