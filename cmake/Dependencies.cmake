@@ -19,12 +19,7 @@ if(NOT BAGUA_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     enable_language(CUDA)
-    # Debian 12's CMake 3.25 sets a property on CUDA::nvToolsExt without checking that it exists, and CUDA 13
-    # ships no nvToolsExt (only the header-only nvtx3): a stand-in target lets FindCUDAToolkit finish. bagua
-    # does not link it.
-    if(NOT TARGET CUDA::nvToolsExt)
-      add_library(CUDA::nvToolsExt INTERFACE IMPORTED)
-    endif()
+    include(${CMAKE_CURRENT_LIST_DIR}/cuda-toolkit-compat.cmake)
     find_package(CUDAToolkit REQUIRED)
     set(BAGUA_WITH_CUDA ON)
   elseif(BAGUA_CUDA STREQUAL "ON")

@@ -12,4 +12,5 @@ configure_package_config_file(cmake/bagua-config.cmake.in ${PROJECT_BINARY_DIR}/
                               INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/bagua)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/bagua-config-version.cmake COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/bagua-config.cmake ${PROJECT_BINARY_DIR}/bagua-config-version.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/cuda-toolkit-compat.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/bagua)

@@ -94,7 +94,9 @@ fi
 work=$(mktemp -d "${BAGUA_FRESH_TMP:-/var/tmp}/bagua-fresh.XXXXXX")
 mkdir "$work/root"
 tar -C "$work/root" -xf "$base"
+# What any machine has beside its packages: name resolution for localhost and the network.
 cp /etc/resolv.conf "$work/root/etc/resolv.conf" 2>/dev/null || true
+[ -f "$work/root/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$work/root/etc/hosts"
 git clone --quiet --no-hardlinks "$repo" "$work/root/root/bagua"
 say "checking $(git -C "$repo" rev-parse --short HEAD) ($(git -C "$repo" log -1 --format=%s | cut -c1-60))"
 cuda=""
@@ -105,6 +107,8 @@ rc=0
 unshare --mount --propagation private bash -s "$work/root" "$debs" "$cuda" <<'INSIDE' || rc=$?
 set -euo pipefail
 root=$1 debs=$2 cuda=$3
+# The root must be a mount point: `ip netns exec` makes / a slave mount, which fails on a plain folder.
+mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
 mount --rbind /dev "$root/dev"
