@@ -12,7 +12,7 @@
 
 #include <ucp/api/ucp.h>
 
-#include "algorithms/collectives.h"
+#include "algorithms/registry.h"
 #include "algorithms/selection.h"
 #include "api/api_guard.h"
 #include "core/config.h"
@@ -49,10 +49,9 @@ const Parameter kParameters[] = {
 
 void print_algorithms(int nranks, int nhosts) {
   bagua::Config config = bagua::Config::from_env();
-  bagua::AlgorithmSelector selector(config.algo, config.inter_host_gbps);
   // As on a host whose ranks pass the single-copy probe (they normally do), unless BAGUA_CMA=0.
   const char* cma = std::getenv("BAGUA_CMA");
-  selector.set_cross_memory(cma == nullptr || std::strcmp(cma, "0") != 0);
+  bagua::AlgorithmSelector selector(config.algo, config.inter_host_gbps, cma == nullptr || std::strcmp(cma, "0") != 0);
   bagua::HostLayout hosts;
   if (nhosts > 1)  // ranks dealt host by host, as even as possible
     for (int h = 0, r = 0; h < nhosts; ++h) {

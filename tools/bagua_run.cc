@@ -20,9 +20,9 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "bootstrap/hmac.h"
 #include "bootstrap/root_server.h"
-#include "core/error.h"
 
 namespace {
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "algorithms/collective_args.h"
 #include "algorithms/patterns/ring.h"
 #include "algorithms/schedule.h"
 #include "kernels/dtype.h"
@@ -35,5 +36,8 @@ class BlockLayout {
 // Ring reduce-scatter rounds over `blocks` of the full input `src`: rank r ends with block r reduced into
 // `out`. Shared by reduce_scatter and the large-message reduce.
 void ring_reduce_scatter_rounds(Schedule& s, const BlockLayout& blocks, const uint8_t* src, uint8_t* out);
+
+// Allgather: our block goes into place first unless it is already there (in place). Returns recvbuf.
+uint8_t* allgather_prologue(Schedule& s, const CollectiveArgs& a, const BlockLayout& blocks);
 
 }  // namespace bagua

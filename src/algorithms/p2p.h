@@ -1,7 +1,7 @@
 // Point-to-point send and receive as operations.
 #pragma once
 
-#include "algorithms/operation.h"
+#include "core/operation.h"
 
 namespace bagua {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <map>
 
-#include "core/error.h"
-#include "core/scratch_cache.h"
+#include "base/error.h"
+#include "base/scratch_cache.h"
 #include "kernels/cpu/reduce.h"
 
 namespace bagua {

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "algorithms/operation.h"
 #include "algorithms/tags.h"
+#include "core/operation.h"
 
 namespace bagua {
 

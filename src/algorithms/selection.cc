@@ -4,9 +4,7 @@
 #include <limits>
 #include <sstream>
 
-#include "algorithms/patterns/binomial.h"
-#include "algorithms/patterns/recursive.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace bagua {
 
@@ -47,7 +45,8 @@ bool parse_byte_size(const std::string& text, size_t* out) {
   return true;
 }
 
-AlgorithmSelector::AlgorithmSelector(const std::string& spec, double inter_host_gbps) {
+AlgorithmSelector::AlgorithmSelector(const std::string& spec, double inter_host_gbps, bool cross_memory)
+    : cross_memory_(cross_memory) {
   model_.inter_host_gbps = inter_host_gbps;
   auto bad = [&](const std::string& why) {
     fail(BAGUA_ERR_INVALID_USAGE,
@@ -75,13 +74,12 @@ AlgorithmSelector::AlgorithmSelector(const std::string& spec, double inter_host_
         if (!hi_text.empty() && !parse_byte_size(hi_text, &hi)) bad("bad size '" + hi_text + "'");
         if (lo >= hi) bad("empty range '" + range + "'");
       }
-      Algorithm a;
-      if (!parse_algorithm(trim(algo_text), &a) || a == Algorithm::kAuto) bad("unknown algorithm '" + algo_text + "'");
-      bool usable_somewhere = false;
-      HostLayout two_hosts = {{0, 1}, {2, 3}};
-      for (int n : {2, 3, 4, 8}) usable_somewhere |= algorithm_supports(c, a, n);
-      usable_somewhere |= algorithm_supports(c, a, 4, two_hosts);
-      if (!usable_somewhere) bad(std::string(algorithm_name(a)) + " is not an algorithm for " + collective_name(c));
+      Algorithm a = find_algorithm(c, trim(algo_text));
+      if (a == nullptr) {
+        std::string known;
+        for (Algorithm k : algorithms_of(c)) known += std::string(known.empty() ? "" : ", ") + k->name;
+        bad("'" + trim(algo_text) + "' is not an algorithm for " + collective_name(c) + " (" + known + ")");
+      }
       rules_.push_back({c, lo, hi, a});
     }
   }
@@ -89,116 +87,30 @@ AlgorithmSelector::AlgorithmSelector(const std::string& spec, double inter_host_
 
 Algorithm AlgorithmSelector::choose(Collective c, size_t bytes, int nranks, const HostLayout& hosts) const {
   for (const Rule& rule : rules_)
-    if (rule.collective == c && bytes >= rule.lo && bytes < rule.hi && usable(c, rule.algorithm, nranks, hosts))
+    if (rule.collective == c && bytes >= rule.lo && bytes < rule.hi && usable(rule.algorithm, nranks, hosts))
       return rule.algorithm;
   return model_choice(c, bytes, nranks, hosts);
 }
 
 Algorithm AlgorithmSelector::model_choice(Collective c, size_t bytes, int nranks, const HostLayout& hosts) const {
-  Algorithm best = Algorithm::kAuto;
+  Algorithm best = nullptr;
   double best_cost = std::numeric_limits<double>::infinity();
-  for (int i = 1; i < static_cast<int>(Algorithm::kCount); ++i) {
-    auto a = static_cast<Algorithm>(i);
-    if (!usable(c, a, nranks, hosts)) continue;
-    double cost = model_.cost_us(c, a, bytes, nranks, hosts);
-    if (cost < best_cost) {  // ties keep the earlier algorithm: deterministic
+  const CostTerms terms(model_, bytes, nranks, hosts);
+  for (Algorithm a : algorithms_of(c)) {
+    if (!usable(a, nranks, hosts)) continue;
+    double cost = nranks == 1 ? 0.0 : a->cost_us(terms);
+    if (best == nullptr || cost < best_cost) {  // ties keep the earlier row: deterministic
       best_cost = cost;
       best = a;
     }
   }
+  if (best == nullptr) fail(BAGUA_ERR_INTERNAL, "no {} algorithm runs on {} ranks", collective_name(c), nranks);
   return best;
 }
 
-bool AlgorithmSelector::usable(Collective c, Algorithm a, int nranks, const HostLayout& hosts) const {
-  if (c == Collective::kAllreduce && a == Algorithm::kDirect && !cross_memory_) return false;
-  return algorithm_supports(c, a, nranks, hosts);
-}
-
-double CostModel::cost_us(Collective c, Algorithm a, size_t bytes, int n, const HostLayout& hosts) const {
-  const double m = static_cast<double>(bytes);
-  const double alpha = latency_us, delta = per_message_us;
-  const int H = std::max<int>(1, static_cast<int>(hosts.size()));
-  size_t most_local = 1;
-  for (const auto& h : hosts) most_local = std::max(most_local, h.size());
-  const double L = static_cast<double>(most_local);
-  const double beta_intra = 1e-3 / link_gbps;
-  const double beta_inter = 1e-3 / inter_host_gbps;
-  // Flat algorithms on several hosts are bound by the links between them.
-  const double beta = H > 1 ? beta_inter : beta_intra;  // us per byte
-  const double gamma = 1e-3 / reduce_gbps;              // us per byte reduced
-  const double levels = binomial::ceil_log2(n);
-  const int p = recursive::core_size(n);
-  const double fold = recursive::folded(n) > 0 ? 1.0 : 0.0;
-  const double lp = std::log2(static_cast<double>(p));
-  const double frac = n > 1 ? static_cast<double>(n - 1) / n : 0.0;
-  if (n == 1) return 0;
-  if (a == Algorithm::kHierarchical || a == Algorithm::kHierarchicalLeader) {
-    const double inter = 2.0 * (H - 1) / H * m * beta_inter;  // what each host sends to the others
-    const double intra_rs_ag = 2 * (L - 1) * alpha + 2 * (L - 1) / L * m * beta_intra;
-    switch (c) {
-      case Collective::kAllreduce:
-        // The rail runs L flows over each host link at once. With its pieces sent eagerly they fill the link
-        // as one flow would (test bed, 2x2, 1 Gbit/s); by rendezvous they had taken ~1.6x longer.
-        if (a == Algorithm::kHierarchical) return intra_rs_ag + (L - 1) / L * m * gamma + 2 * (H - 1) * alpha + inter;
-        return 2 * alpha + 2 * (L - 1) * m * beta_intra + (L - 1) * m * gamma + 2 * (H - 1) * alpha + inter;
-      case Collective::kReduce:
-      case Collective::kBroadcast:
-        return 2 * alpha + (L - 1) * m * beta_intra + std::ceil(std::log2(H)) * (alpha + m * beta_inter);
-      case Collective::kAllgather: return 3 * alpha + m * beta_intra + (H - 1.0) / H * m * beta_inter;
-      default: return std::numeric_limits<double>::infinity();
-    }
-  }
-  // Latency of one round whose messages are `msg` bytes.
-  auto round = [&](double msg) {
-    return alpha + (msg > static_cast<double>(eager_limit) ? rendezvous_us : 0.0) +
-           (msg >= static_cast<double>(single_copy_limit) ? single_copy_us : 0.0);
-  };
-  const double fold_cost = fold * (2 * round(m) + 2 * m * beta + m * gamma);
-  switch (c) {
-    case Collective::kAllreduce:
-      switch (a) {
-        case Algorithm::kRing:
-          return 2 * (n - 1) * round(std::min(m / n, 512.0 * 1024)) + 2 * frac * m * beta + frac * m * gamma;
-        case Algorithm::kRecursiveDoubling: return lp * (round(m) + m * beta + m * gamma) + fold_cost;
-        case Algorithm::kRabenseifner:
-          return 2 * lp * round(m / 2) + 2 * (p - 1.0) / p * m * beta + (p - 1.0) / p * m * gamma + fold_cost;
-        case Algorithm::kTree: return 2 * levels * (round(m) + m * beta) + levels * m * gamma;
-        case Algorithm::kDirect: {  // hello and done rounds; per segment one read and one write per peer
-          const double segments = std::max(1.0, std::ceil(m / n / (256.0 * 1024)));
-          return 2 * alpha + 2 * (n - 1) * delta + 2 * segments * (n - 1) * cross_memory_us +
-                 2 * frac * m * beta * direct_move_factor + frac * m * gamma;
-        }
-        default: break;
-      }
-      break;
-    case Collective::kReduceScatter:
-      if (a == Algorithm::kRing) return (n - 1) * (alpha + m / n * (beta + gamma));
-      if (a == Algorithm::kDirect) return alpha + (n - 1) * delta + frac * m * (1.2 * beta + gamma);
-      break;
-    case Collective::kAllgather:
-      if (a == Algorithm::kRing) return (n - 1) * (alpha + m / n * beta);
-      if (a == Algorithm::kRecursiveDoubling) return levels * alpha + frac * m * beta;
-      if (a == Algorithm::kDirect) return alpha + (n - 1) * delta + frac * m * 1.2 * beta;
-      break;
-    case Collective::kBroadcast:
-      if (a == Algorithm::kTree) return levels * (alpha + m * beta);
-      if (a == Algorithm::kScatterAllgather) return (levels + n - 1) * alpha + 2 * frac * m * beta;
-      break;
-    case Collective::kReduce:
-      if (a == Algorithm::kTree) return levels * (alpha + m * beta + m * gamma);
-      if (a == Algorithm::kReduceScatterGather) return n * alpha + (n - 1) * delta + frac * m * (2 * beta + gamma);
-      break;
-    case Collective::kAlltoall:
-    case Collective::kAlltoallv:
-      if (a == Algorithm::kDirect) return alpha + (n - 1) * delta + frac * m * 1.2 * beta;
-      if (a == Algorithm::kPairwise) return (n - 1) * alpha + frac * m * beta;
-      break;
-    case Collective::kGather:
-    case Collective::kScatter: return alpha + (n - 1) * delta + frac * m * beta;
-    case Collective::kBarrier: return levels * alpha;
-    case Collective::kCount: break;
-  }
-  return std::numeric_limits<double>::infinity();
+bool AlgorithmSelector::usable(Algorithm a, int nranks, const HostLayout& hosts) const {
+  if (a->needs_cross_memory && !cross_memory_) return false;
+  return algorithm_supports(a, nranks, hosts);
 }
 
 }  // namespace bagua

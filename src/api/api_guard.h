@@ -5,10 +5,11 @@
 #include <new>
 #include <type_traits>
 
+#include "algorithms/argument_checks.h"
 #include "bagua/bagua.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "core/comm.h"
-#include "core/error.h"
-#include "core/logging.h"
 
 struct bagua_comm {
   std::unique_ptr<bagua::Comm> impl;
@@ -44,11 +45,7 @@ bagua_status_t guarded(bagua_comm* comm, const char* function, F&& body) {
   }
 }
 
-// Argument checks; each throws INVALID_ARGUMENT naming the argument.
-template <typename T>
-void require_pointer(const T* p, const char* name) {
-  if (p == nullptr) fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is NULL", name);
-}
+// The communicator behind a handle; INVALID_ARGUMENT for NULL. Pointer checks: algorithms/argument_checks.h.
 Comm& require_comm(bagua_comm* comm);
 
 }  // namespace bagua

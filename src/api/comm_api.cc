@@ -5,11 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "algorithms/dispatch.h"
 #include "api/api_guard.h"
+#include "base/logging.h"
 #include "bootstrap/launch_env.h"
 #include "bootstrap/root_server.h"
 #include "bootstrap/unique_id.h"
-#include "core/logging.h"
 
 namespace bagua {
 
@@ -66,6 +67,7 @@ static bagua_status_t init_with_id(bagua_comm_t* out, int nranks, const bagua_un
     Config config = Config::from_user(user_config);
     UniqueId uid = UniqueId::decode(id);
     RootLocation root{uid.root, {}, uid.secret, uid.group_key};
+    check_algorithm_rules(config);  // a bad BAGUA_ALGO fails here, before the rendezvous
     auto handle = std::make_unique<bagua_comm>();
     handle->impl = Comm::create(nranks, rank, root, config);
     *out = handle.release();
@@ -116,6 +118,7 @@ bagua_status_t bagua_comm_init_from_env(bagua_comm_t* comm) {
     root.secret = info.secret;
     root.root_file = info.root_file;
     if (!info.root_addr.empty()) root.address = SockAddr::parse(info.root_addr);
+    check_algorithm_rules(config);  // a bad BAGUA_ALGO fails here, before the rendezvous
     if (info.rank == 0 && !info.root_hosted_by_launcher) host_root_for_env(info, config, &root);
     auto handle = std::make_unique<bagua_comm>();
     handle->impl = Comm::create(info.nranks, info.rank, root, config);

@@ -1,19 +1,15 @@
-// extern "C" entry points for operations: argument checks, algorithm choice, then post + wait (or a request,
-// or, inside bagua_group_start/end, post now and wait at the end).
+// extern "C" entry points for operations: the dispatcher (algorithms/dispatch.h) makes the operation, then post +
+// wait (or a request, or, inside bagua_group_start/end, post now and wait at the end).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
 
-#include "algorithms/collectives.h"
-#include "algorithms/p2p.h"
-#include "algorithms/tags.h"
+#include "algorithms/dispatch.h"
 #include "api/api_guard.h"
 #include "api/op_helpers.h"
-#include "core/backoff.h"
-#include "kernels/dtype.h"
-#include "kernels/memory_type.h"
+#include "base/backoff.h"
 
 namespace bagua {
 
@@ -24,223 +20,6 @@ struct GroupState {
   std::vector<std::unique_ptr<bagua_request>> posted;
 };
 thread_local GroupState t_group;
-
-}  // namespace
-
-size_t checked_bytes(size_t count, bagua_datatype_t dtype, const char* what, size_t multiplier) {
-  if (!valid_datatype(dtype))
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
-  size_t size = datatype_size(dtype);
-  if (multiplier == 0 || count > static_cast<size_t>(PTRDIFF_MAX) / size / multiplier)
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "{} {} of {} overflows the address space", what, count, datatype_name(dtype));
-  return count * size * multiplier;
-}
-
-void check_dtype_in(bagua_datatype_t dtype, std::initializer_list<bagua_datatype_t> allowed, const char* what) {
-  if (!valid_datatype(dtype))
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "datatype {} is not a bagua_datatype_t", static_cast<int>(dtype));
-  std::string names;
-  for (bagua_datatype_t t : allowed) {
-    if (t == dtype) return;
-    names += fmt::format("{}{}", names.empty() ? "" : ", ", datatype_name(t));
-  }
-  fail(BAGUA_ERR_INVALID_ARGUMENT, "{} takes {}, not {}", what, names, datatype_name(dtype));
-}
-
-void check_redop(bagua_redop_t op) {
-  if (!valid_redop(op)) fail(BAGUA_ERR_INVALID_ARGUMENT, "op {} is not a bagua_redop_t", static_cast<int>(op));
-}
-
-void check_buffer(const void* buf, size_t bytes, const char* name) {
-  if (bytes > 0 && buf == nullptr) fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is NULL with a non-zero count", name);
-  if (bytes == 0 || buf == nullptr) return;
-  MemoryType type = detect_memory_type(buf);
-  if (type != MemoryType::kHost)
-    fail(BAGUA_ERR_NOT_SUPPORTED, "{} is {} memory, which this version of bagua does not support yet", name,
-         memory_type_name(type));
-}
-
-void check_rank(const Comm& comm, int rank, const char* what) {
-  if (rank < 0 || rank >= comm.size())
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "{} {} is outside [0, {})", what, rank, comm.size());
-}
-
-bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  auto x = reinterpret_cast<uintptr_t>(a);
-  auto y = reinterpret_cast<uintptr_t>(b);
-  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
-}
-
-namespace {
-
-// In place exactly when `send` == `in_place_at`; any other overlap is an error.
-void check_in_place(const void* send, size_t send_bytes, const void* recv, size_t recv_bytes, const void* in_place_at) {
-  if (send == in_place_at) return;
-  if (overlap(send, send_bytes, recv, recv_bytes))
-    fail(BAGUA_ERR_INVALID_ARGUMENT,
-         "sendbuf and recvbuf overlap but are not in place (see the in-place rule of this call)");
-}
-
-const uint8_t* at(const void* p, size_t offset) { return static_cast<const uint8_t*>(p) + offset; }
-
-// Validates `args` for its collective (no side effect), picks the algorithm and builds the operation.
-std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args) {
-  const int n = comm.size(), r = comm.rank();
-  if (args.collective != Collective::kBarrier) {
-    if (args.collective == Collective::kAllreduce || args.collective == Collective::kReduce ||
-        args.collective == Collective::kReduceScatter)
-      check_redop(args.op);
-    else
-      args.op = BAGUA_SUM;
-  }
-  bool rooted = args.collective == Collective::kBroadcast || args.collective == Collective::kReduce ||
-                args.collective == Collective::kGather || args.collective == Collective::kScatter;
-  if (rooted) check_rank(comm, args.root, "root");
-  switch (args.collective) {
-    case Collective::kAllreduce: {
-      size_t bytes = checked_bytes(args.count, args.dtype, "count");
-      check_buffer(args.sendbuf, bytes, "sendbuf");
-      check_buffer(args.recvbuf, bytes, "recvbuf");
-      check_in_place(args.sendbuf, bytes, args.recvbuf, bytes, args.recvbuf);
-      break;
-    }
-    case Collective::kBroadcast: {
-      size_t bytes = checked_bytes(args.count, args.dtype, "count");
-      check_buffer(args.recvbuf, bytes, "recvbuf");
-      if (r == args.root) {
-        check_buffer(args.sendbuf, bytes, "sendbuf");
-        check_in_place(args.sendbuf, bytes, args.recvbuf, bytes, args.recvbuf);
-      }
-      break;
-    }
-    case Collective::kReduce: {
-      size_t bytes = checked_bytes(args.count, args.dtype, "count");
-      check_buffer(args.sendbuf, bytes, "sendbuf");
-      if (r == args.root) {
-        check_buffer(args.recvbuf, bytes, "recvbuf");
-        check_in_place(args.sendbuf, bytes, args.recvbuf, bytes, args.recvbuf);
-      }
-      break;
-    }
-    case Collective::kAllgather: {
-      size_t block = checked_bytes(args.count, args.dtype, "sendcount");
-      size_t total = checked_bytes(args.count, args.dtype, "sendcount", n);
-      check_buffer(args.sendbuf, block, "sendbuf");
-      check_buffer(args.recvbuf, total, "recvbuf");
-      check_in_place(args.sendbuf, block, args.recvbuf, total, at(args.recvbuf, r * block));
-      break;
-    }
-    case Collective::kReduceScatter: {
-      size_t block = checked_bytes(args.count, args.dtype, "recvcount");
-      size_t total = checked_bytes(args.count, args.dtype, "recvcount", n);
-      check_buffer(args.sendbuf, total, "sendbuf");
-      check_buffer(args.recvbuf, block, "recvbuf");
-      if (args.recvbuf != at(args.sendbuf, r * block) && overlap(args.sendbuf, total, args.recvbuf, block))
-        fail(BAGUA_ERR_INVALID_ARGUMENT, "recvbuf overlaps sendbuf but is not sendbuf + rank * recvcount (in place)");
-      break;
-    }
-    case Collective::kAlltoall: {
-      size_t total = checked_bytes(args.count, args.dtype, "count", n);
-      check_buffer(args.sendbuf, total, "sendbuf");
-      check_buffer(args.recvbuf, total, "recvbuf");
-      if (overlap(args.sendbuf, total, args.recvbuf, total))
-        fail(BAGUA_ERR_INVALID_ARGUMENT, "alltoall has no in-place form: sendbuf and recvbuf overlap");
-      break;
-    }
-    case Collective::kAlltoallv: {
-      require_pointer(args.sendcounts, "sendcounts");
-      require_pointer(args.sdispls, "sdispls");
-      require_pointer(args.recvcounts, "recvcounts");
-      require_pointer(args.rdispls, "rdispls");
-      if (args.sendcounts[r] != args.recvcounts[r])
-        fail(BAGUA_ERR_INVALID_ARGUMENT,
-             "sendcounts[{}] = {} but recvcounts[{}] = {}: what a rank sends itself must fit", r, args.sendcounts[r], r,
-             args.recvcounts[r]);
-      size_t send_extent = 0, recv_extent = 0;
-      for (int p = 0; p < n; ++p) {
-        size_t s_end = checked_bytes(args.sdispls[p], args.dtype, "sdispls");
-        size_t s_len = checked_bytes(args.sendcounts[p], args.dtype, "sendcounts");
-        size_t r_end = checked_bytes(args.rdispls[p], args.dtype, "rdispls");
-        size_t r_len = checked_bytes(args.recvcounts[p], args.dtype, "recvcounts");
-        if (s_end > PTRDIFF_MAX - s_len || r_end > PTRDIFF_MAX - r_len)
-          fail(BAGUA_ERR_INVALID_ARGUMENT, "displacement + count for peer {} overflows", p);
-        if (s_len) send_extent = std::max(send_extent, s_end + s_len);
-        if (r_len) recv_extent = std::max(recv_extent, r_end + r_len);
-      }
-      check_buffer(args.sendbuf, send_extent, "sendbuf");
-      check_buffer(args.recvbuf, recv_extent, "recvbuf");
-      if (overlap(args.sendbuf, send_extent, args.recvbuf, recv_extent))
-        fail(BAGUA_ERR_INVALID_ARGUMENT, "alltoallv has no in-place form: sendbuf and recvbuf overlap");
-      break;
-    }
-    case Collective::kGather: {
-      size_t block = checked_bytes(args.count, args.dtype, "sendcount");
-      size_t total = checked_bytes(args.count, args.dtype, "sendcount", n);
-      check_buffer(args.sendbuf, block, "sendbuf");
-      if (r == args.root) {
-        check_buffer(args.recvbuf, total, "recvbuf");
-        check_in_place(args.sendbuf, block, args.recvbuf, total, at(args.recvbuf, r * block));
-      }
-      break;
-    }
-    case Collective::kScatter: {
-      size_t block = checked_bytes(args.count, args.dtype, "recvcount");
-      size_t total = checked_bytes(args.count, args.dtype, "recvcount", n);
-      check_buffer(args.recvbuf, block, "recvbuf");
-      if (r == args.root) {
-        check_buffer(args.sendbuf, total, "sendbuf");
-        if (args.recvbuf != at(args.sendbuf, r * block) && overlap(args.sendbuf, total, args.recvbuf, block))
-          fail(BAGUA_ERR_INVALID_ARGUMENT, "recvbuf overlaps sendbuf but is not sendbuf + root * recvcount (in place)");
-      }
-      break;
-    }
-    case Collective::kBarrier:
-    case Collective::kCount: break;
-  }
-  comm.check_usable();
-  Algorithm algorithm = comm.selector().choose(args.collective, args.message_bytes(n), n, comm.hosts());
-  ScheduleContext ctx{r,
-                      n,
-                      comm.id(),
-                      comm.next_collective_sequence(),
-                      tag_kind_of(args.collective),
-                      args.dtype,
-                      args.op,
-                      comm.config().ring_segment_bytes,
-                      comm.config().ring_window,
-                      comm.ring_order(),
-                      comm.hosts(),
-                      [&comm] { comm.check_peers_now(); }};
-  std::string description = args.collective == Collective::kBarrier
-                                ? fmt::format("barrier #{}", ctx.sequence)
-                                : fmt::format("{} #{} ({} x {}, {})", collective_name(args.collective), ctx.sequence,
-                                              args.count, datatype_name(args.dtype), algorithm_name(algorithm));
-  BAGUA_TRACE("posting {}", description);
-  return build_collective(args, algorithm, ctx, std::move(description));
-}
-
-std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, bagua_datatype_t dtype, int peer) {
-  size_t bytes = checked_bytes(count, dtype, "count");
-  check_buffer(buf, bytes, "buf");
-  check_rank(comm, peer, "peer");
-  comm.check_usable();
-  uint64_t seq = comm.next_send_sequence(peer);
-  uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, comm.rank());
-  return std::make_unique<SendOp>(
-      buf, bytes, peer, tag, fmt::format("send #{} of {} x {} to rank {}", seq, count, datatype_name(dtype), peer));
-}
-
-std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_datatype_t dtype, int peer) {
-  size_t bytes = checked_bytes(count, dtype, "count");
-  check_buffer(buf, bytes, "buf");
-  check_rank(comm, peer, "peer");
-  comm.check_usable();
-  uint64_t seq = comm.next_recv_sequence(peer);
-  uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, peer);
-  return std::make_unique<RecvOp>(
-      buf, bytes, peer, tag,
-      fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer));
-}
 
 }  // namespace
 
@@ -255,13 +34,7 @@ void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
     t_group.posted.push_back(std::move(request));
     return;
   }
-  struct Release {
-    Comm& comm;
-    Operation& op;
-    ~Release() { comm.forget(op); }
-  } release{comm, *op};
-  comm.start(*op);
-  comm.wait(*op);
+  run_to_completion(comm, *op);
 }
 
 void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_request_t* req) {

@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "algorithms/async/async_average.h"
+#include "algorithms/dispatch.h"
 #include "algorithms/gossip/lpdec.h"
 #include "algorithms/gossip/neighbor_allreduce.h"
 #include "algorithms/gossip/topology.h"
-#include "algorithms/internal_ops.h"
 #include "api/api_guard.h"
 #include "api/op_helpers.h"
 #include "kernels/dtype.h"

@@ -3,8 +3,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include "core/error.h"
-#include "core/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace bagua {
 

@@ -4,7 +4,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace bagua {
 

@@ -3,9 +3,9 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "base/error.h"
 #include "bootstrap/hmac.h"
 #include "bootstrap/rendezvous.h"
-#include "core/error.h"
 
 namespace bagua {
 

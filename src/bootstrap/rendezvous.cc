@@ -1,7 +1,7 @@
 #include "bootstrap/rendezvous.h"
 
+#include "base/error.h"
 #include "bootstrap/handshake.h"
-#include "core/error.h"
 
 namespace bagua {
 

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "bagua/bagua.h"
+#include "base/deadline.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
-#include "core/deadline.h"
 
 namespace bagua {
 

@@ -4,9 +4,9 @@
 
 #include <thread>
 
+#include "base/error.h"
+#include "base/logging.h"
 #include "bootstrap/hmac.h"
-#include "core/error.h"
-#include "core/logging.h"
 
 namespace bagua {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 
 namespace bagua {
 

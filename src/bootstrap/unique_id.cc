@@ -3,9 +3,9 @@
 #include <cstring>
 #include <thread>
 
+#include "base/error.h"
 #include "bootstrap/hmac.h"
 #include "bootstrap/root_server.h"
-#include "core/error.h"
 
 namespace bagua {
 

@@ -9,10 +9,10 @@
 
 #include <sched.h>
 
+#include "base/backoff.h"
+#include "base/logging.h"
+#include "base/scratch_cache.h"
 #include "bootstrap/root_server.h"
-#include "core/backoff.h"
-#include "core/logging.h"
-#include "core/scratch_cache.h"
 #include "topology/topology.h"
 #include "transport/ucx/ucx_transport.h"
 
@@ -62,7 +62,6 @@ RankInfo local_rank_info(const Socket& listener) {
 }
 
 std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& root, const Config& config) {
-  AlgorithmSelector selector(config.algo, config.inter_host_gbps);  // a bad BAGUA_ALGO fails here, first
   set_log_rank(rank);
   Deadline deadline = Deadline::after_ms(static_cast<long long>(config.timeout_ms) + kInitSlackMs);
   std::atomic<bool> never(false);
@@ -96,7 +95,6 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   comm->config_ = config;
-  comm->selector_ = AlgorithmSelector(config.algo, config.inter_host_gbps);
   comm->secret_ = secret;
   comm->listen_ip_ = listener.local_address();
   comm->listen_ip_.set_port(0);
@@ -128,7 +126,7 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   bool everyone_can = true;
   for (const Bytes& v : comm->ring_->allgather(verdict, deadline)) everyone_can = everyone_can && v[0] == 1;
   if (everyone_can) comm->transport_->enable_single_copy(same_host);
-  comm->selector_.set_cross_memory(everyone_can);
+  comm->cross_memory_ = everyone_can;
   BAGUA_DEBUG("single-copy transfers between host peers: {}", everyone_can ? "on" : "off");
   comm->send_sequence_.assign(nranks, 0);
   comm->recv_sequence_.assign(nranks, 0);

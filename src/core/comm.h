@@ -8,13 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/operation.h"
-#include "algorithms/selection.h"
 #include "bagua/bagua.h"
+#include "base/error.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/ring.h"
 #include "core/config.h"
-#include "core/error.h"
+#include "core/operation.h"
 #include "topology/host_identity.h"
 #include "transport/transport.h"
 
@@ -26,6 +25,13 @@ struct RootLocation {
   std::string root_file;  // BAGUA_ROOT_FILE: rank 0 writes "host:port", the others poll it
   Bytes secret;           // empty: unauthenticated
   uint64_t group_key = 0;
+};
+
+// State that a layer above core keeps per communicator (the algorithms' selector): the communicator owns it
+// and knows nothing of its type.
+class CommAttachment {
+ public:
+  virtual ~CommAttachment() = default;
 };
 
 class Comm {
@@ -75,7 +81,10 @@ class Comm {
   bagua_stats_t stats() const;
   // Time spent in compression kernels, for bagua_stats_t.compute_ns (any thread).
   void add_compute_ns(uint64_t ns) { compute_ns_.fetch_add(ns, std::memory_order_relaxed); }
-  const AlgorithmSelector& selector() const { return selector_; }
+  // Whether every rank of each host can read and write its host peers' memory (agreed by all ranks at init).
+  bool cross_memory() const { return cross_memory_; }
+  CommAttachment* attachment() const { return attachment_.get(); }
+  void set_attachment(std::unique_ptr<CommAttachment> attachment) { attachment_ = std::move(attachment); }
   void check_usable() const;
   bool poisoned() const { return poison_status_.load() != BAGUA_SUCCESS; }
   // Throws if the communicator was aborted or failed, or the bootstrap ring reports a failure now.
@@ -107,7 +116,8 @@ class Comm {
   SockAddr listen_ip_;  // interface address (port 0) for new listeners
   uint64_t split_count_ = 0;
   std::unique_ptr<Transport> transport_;
-  AlgorithmSelector selector_;
+  bool cross_memory_ = false;
+  std::unique_ptr<CommAttachment> attachment_;
 
   // Engine state, used by one thread at a time; abort() takes engine_mutex_ to tear down safely.
   std::timed_mutex engine_mutex_;

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace bagua {
 

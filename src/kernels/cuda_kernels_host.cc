@@ -1,5 +1,5 @@
 // Builds without CUDA: the CUDA kernels are not there; every call says so.
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace bagua::cuda {

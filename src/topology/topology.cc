@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "core/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace bagua {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bagua/bagua.h"
-#include "bootstrap/wire.h"
+#include "base/bytes.h"
 
 namespace bagua {
 

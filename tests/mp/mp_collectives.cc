@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "algorithms/collectives.h"
+#include "algorithms/registry.h"
 #include "api/api_guard.h"
 #include "common/collective_oracle.h"
 #include "mp/mp_check.h"
@@ -215,9 +215,8 @@ void forced(const char* launcher_algo) {
   long before = g_cases;
   for (int ci = 0; ci < static_cast<int>(Collective::kCount); ++ci) {
     auto c = static_cast<Collective>(ci);
-    for (int ai = 1; ai < static_cast<int>(Algorithm::kCount); ++ai) {
-      auto a = static_cast<Algorithm>(ai);
-      if (!algorithm_supports(c, a, g_size)) continue;
+    for (Algorithm a : algorithms_of(c)) {
+      if (!algorithm_supports(a, g_size)) continue;
       std::string spec = fmt::format("{}:{}", collective_name(c), algorithm_name(a));
       setenv("BAGUA_ALGO", spec.c_str(), 1);
       bagua_comm_t comm = nullptr;
@@ -249,8 +248,8 @@ void hierarchical(bagua_comm_t world) {
   long before = g_cases;
   for (int ci = 0; ci < static_cast<int>(Collective::kCount); ++ci) {
     auto c = static_cast<Collective>(ci);
-    for (Algorithm a : {Algorithm::kHierarchical, Algorithm::kHierarchicalLeader}) {
-      if (!algorithm_supports(c, a, g_size, hosts)) continue;
+    for (Algorithm a : algorithms_of(c)) {
+      if (std::string(a->name).rfind("hier", 0) != 0 || !algorithm_supports(a, g_size, hosts)) continue;
       setenv("BAGUA_ALGO", fmt::format("{}:{}", collective_name(c), algorithm_name(a)).c_str(), 1);
       bagua_comm_t comm = nullptr;
       MP_OK(bagua_comm_init_from_env(&comm));

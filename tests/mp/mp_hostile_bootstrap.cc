@@ -10,11 +10,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "bootstrap/handshake.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/unique_id.h"
 #include "core/config.h"
-#include "core/error.h"
 #include "mp/mp_check.h"
 
 using namespace bagua;

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/error.h"
 #include "core/config.h"
-#include "core/error.h"
 
 using namespace bagua;
 

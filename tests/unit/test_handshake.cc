@@ -3,9 +3,9 @@
 
 #include <thread>
 
+#include "base/error.h"
 #include "bootstrap/handshake.h"
 #include "bootstrap/hmac.h"
-#include "core/error.h"
 
 using namespace bagua;
 

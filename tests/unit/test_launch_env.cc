@@ -3,8 +3,8 @@
 
 #include <map>
 
+#include "base/error.h"
 #include "bootstrap/launch_env.h"
-#include "core/error.h"
 
 using namespace bagua;
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/logging.h"
+#include "base/logging.h"
 
 using namespace bagua;
 

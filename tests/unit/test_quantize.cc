@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/half.h"
 #include "kernels/kernels.h"
 #include "kernels/quantize.h"

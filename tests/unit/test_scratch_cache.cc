@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "core/scratch_cache.h"
+#include "base/scratch_cache.h"
 
 using namespace bagua;
 

@@ -1,21 +1,32 @@
-// Algorithm selection: the direct allreduce only where cross-memory attach works and all ranks share a
-// host; BAGUA_ALGO rules that cannot run fall back to the model.
+// Algorithm selection and the registry: the direct allreduce only where cross-memory attach works and all ranks
+// share a host; BAGUA_ALGO rules that cannot run fall back to the model; every collective has a row that runs
+// on any communicator.
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <string>
+
 #include "algorithms/selection.h"
+#include "base/error.h"
 
 using namespace bagua;
+
+namespace {
+std::string chosen(const AlgorithmSelector& s, Collective c, size_t bytes, int n, const HostLayout& hosts) {
+  return s.choose(c, bytes, n, hosts)->name;
+}
+}  // namespace
 
 TEST_CASE("the direct allreduce needs cross-memory attach and one host", "[selection]") {
   const HostLayout one_host = {{0, 1}}, two_hosts = {{0, 1}, {2, 3}};
   AlgorithmSelector selector("");
-  CHECK(selector.choose(Collective::kAllreduce, 16 << 20, 2, one_host) == Algorithm::kRing);
-  selector.set_cross_memory(true);
-  CHECK(selector.choose(Collective::kAllreduce, 16 << 20, 2, one_host) == Algorithm::kDirect);
-  CHECK(selector.choose(Collective::kAllreduce, 1 << 20, 4, {{0, 1, 2, 3}}) == Algorithm::kDirect);
-  CHECK(selector.choose(Collective::kAllreduce, 1024, 2, one_host) == Algorithm::kRecursiveDoubling);
-  CHECK(selector.choose(Collective::kAllreduce, 16 << 20, 4, two_hosts) == Algorithm::kHierarchical);
-  CHECK_FALSE(algorithm_supports(Collective::kAllreduce, Algorithm::kDirect, 4, two_hosts));
+  CHECK(chosen(selector, Collective::kAllreduce, 16 << 20, 2, one_host) == "ring");
+  AlgorithmSelector with_cma("", 1.25, true);
+  CHECK(chosen(with_cma, Collective::kAllreduce, 16 << 20, 2, one_host) == "direct");
+  CHECK(chosen(with_cma, Collective::kAllreduce, 1 << 20, 4, {{0, 1, 2, 3}}) == "direct");
+  CHECK(chosen(with_cma, Collective::kAllreduce, 1024, 2, one_host) == "rd");
+  CHECK(chosen(with_cma, Collective::kAllreduce, 16 << 20, 4, two_hosts) == "hier");
+  CHECK_FALSE(algorithm_supports(find_algorithm(Collective::kAllreduce, "direct"), 4, two_hosts));
 }
 
 TEST_CASE("a forced direct allreduce falls back to the model without cross-memory attach", "[selection]") {
@@ -23,7 +34,36 @@ TEST_CASE("a forced direct allreduce falls back to the model without cross-memor
   AlgorithmSelector forced("allreduce:direct");
   CHECK(forced.choose(Collective::kAllreduce, 1024, 2, one_host) ==
         forced.model_choice(Collective::kAllreduce, 1024, 2, one_host));
-  CHECK(forced.choose(Collective::kAllreduce, 1024, 2, one_host) != Algorithm::kDirect);
-  forced.set_cross_memory(true);
-  CHECK(forced.choose(Collective::kAllreduce, 1024, 2, one_host) == Algorithm::kDirect);
+  CHECK(chosen(forced, Collective::kAllreduce, 1024, 2, one_host) != "direct");
+  AlgorithmSelector forced_cma("allreduce:direct", 1.25, true);
+  CHECK(chosen(forced_cma, Collective::kAllreduce, 1024, 2, one_host) == "direct");
+}
+
+TEST_CASE("the registry: unique names, a row for every collective that runs anywhere", "[selection]") {
+  for (int ci = 0; ci < static_cast<int>(Collective::kCount); ++ci) {
+    auto c = static_cast<Collective>(ci);
+    INFO(collective_name(c));
+    std::set<std::string> names;
+    for (Algorithm a : algorithms_of(c)) {
+      CHECK(a->collective == c);
+      CHECK(names.insert(a->name).second);
+      CHECK(find_algorithm(c, a->name) == a);
+    }
+    CHECK_FALSE(names.empty());
+    CHECK(find_algorithm(c, "no_such_algorithm") == nullptr);
+    AlgorithmSelector selector("");
+    for (int n : {1, 2, 3, 5, 8})
+      for (size_t bytes : {size_t(0), size_t(4096), size_t(64) << 20}) CHECK(selector.choose(c, bytes, n) != nullptr);
+  }
+}
+
+TEST_CASE("BAGUA_ALGO names an algorithm of that collective, or init says which exist", "[selection]") {
+  CHECK(chosen(AlgorithmSelector("allgather:ring"), Collective::kAllgather, 1 << 20, 4, {}) == "ring");
+  try {
+    AlgorithmSelector("barrier:ring");
+    FAIL("barrier:ring was accepted");
+  } catch (const Error& e) {
+    CHECK(e.status() == BAGUA_ERR_INVALID_USAGE);
+    CHECK_THAT(e.what(), Catch::Contains("BAGUA_ALGO") && Catch::Contains("dissemination"));
+  }
 }

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "topology/host_identity.h"
 #include "topology/topology.h"
 

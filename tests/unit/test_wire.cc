@@ -1,10 +1,10 @@
 // Bootstrap wire format: frames, field codecs, rendezvous messages and the unique id, with every limit.
 #include <catch2/catch.hpp>
 
+#include "base/error.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/unique_id.h"
 #include "bootstrap/wire.h"
-#include "core/error.h"
 
 using namespace bagua;
 

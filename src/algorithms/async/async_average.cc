@@ -3,9 +3,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "algorithms/internal_ops.h"
-#include "core/error.h"
-#include "core/logging.h"
+#include "algorithms/dispatch.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace bagua {
 

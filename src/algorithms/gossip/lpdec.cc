@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "algorithms/internal_ops.h"
+#include "algorithms/dispatch.h"
 #include "algorithms/schedule.h"
 #include "algorithms/tags.h"
 
@@ -10,18 +10,7 @@ namespace bagua {
 namespace {
 
 std::unique_ptr<Schedule> new_schedule(Comm& comm) {
-  ScheduleContext ctx{comm.rank(),
-                      comm.size(),
-                      comm.id(),
-                      comm.next_collective_sequence(),
-                      TagKind::kLowPrecisionDecentralized,
-                      BAGUA_FLOAT32,
-                      BAGUA_SUM,
-                      0,
-                      0,
-                      {},
-                      {},
-                      {}};
+  ScheduleContext ctx = make_context(comm, TagKind::kLowPrecisionDecentralized, BAGUA_FLOAT32, BAGUA_SUM);
   return std::make_unique<Schedule>(ctx);
 }
 

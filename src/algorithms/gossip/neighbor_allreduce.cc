@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "algorithms/dispatch.h"
 #include "algorithms/schedule.h"
 #include "algorithms/tags.h"
 #include "kernels/dtype.h"
@@ -66,18 +67,7 @@ void gossip_rounds(Schedule& s, const Topology& topology, const std::vector<int>
 }  // namespace
 
 std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& a) {
-  ScheduleContext ctx{comm.rank(),
-                      comm.size(),
-                      comm.id(),
-                      comm.next_collective_sequence(),
-                      TagKind::kNeighbor,
-                      a.dtype,
-                      BAGUA_SUM,
-                      0,
-                      0,
-                      {},
-                      {},
-                      {}};
+  ScheduleContext ctx = make_context(comm, TagKind::kNeighbor, a.dtype, BAGUA_SUM);
   auto s = std::make_unique<Schedule>(ctx);
   std::string description =
       fmt::format("neighbor_allreduce #{} ({} x {}, {}{}, step {})", ctx.sequence, a.count, datatype_name(a.dtype),

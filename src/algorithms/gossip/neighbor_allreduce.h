@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "algorithms/gossip/topology.h"
-#include "algorithms/operation.h"
 #include "core/comm.h"
+#include "core/operation.h"
 
 namespace bagua {
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cpu/reduce.h"
 
 namespace bagua {

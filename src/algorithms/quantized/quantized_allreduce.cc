@@ -4,10 +4,11 @@
 #include <chrono>
 #include <cstring>
 
+#include "algorithms/dispatch.h"
 #include "algorithms/patterns/ring.h"
 #include "algorithms/schedule.h"
-#include "core/error.h"
-#include "core/scratch_cache.h"
+#include "base/error.h"
+#include "base/scratch_cache.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/dtype.h"
 
@@ -194,9 +195,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   w->avg = a.op == BAGUA_AVG;
   const QuantizedGroup& grp = w->group;
   auto context = [&] {  // taken last: nothing may fail after this rank has used up a sequence number
-    return ScheduleContext{
-        comm.rank(), comm.size(), comm.id(), comm.next_collective_sequence(), TagKind::kQuantized, a.dtype, a.op, 0, 0,
-        {},          {},          {}};
+    return make_context(comm, TagKind::kQuantized, a.dtype, a.op);
   };
   auto describe = [&](uint64_t sequence) {
     return fmt::format("quantized_allreduce #{} ({} x {}, {}{})", sequence, a.count, datatype_name(a.dtype),

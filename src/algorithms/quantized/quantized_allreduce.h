@@ -11,9 +11,9 @@
 #include <memory>
 #include <vector>
 
-#include "algorithms/operation.h"
 #include "algorithms/quantized/codec.h"
 #include "core/comm.h"
+#include "core/operation.h"
 
 namespace bagua {
 

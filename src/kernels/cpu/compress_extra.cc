@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/half.h"
 #include "kernels/quantize.h"
 

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/half.h"
 #include "kernels/quantize_math.h"
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/half.h"
 #include "kernels/quantize_math.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/half.h"
 #include "kernels/reduce_math.h"

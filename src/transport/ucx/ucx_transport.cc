@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/deadline.h"
-#include "core/error.h"
-#include "core/logging.h"
+#include "base/deadline.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "transport/cross_memory.h"
 
 namespace bagua {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "algorithms/operation.h"
+#include "core/operation.h"
 
 namespace bagua {
 

@@ -1,4 +1,4 @@
-#include "core/scratch_cache.h"
+#include "base/scratch_cache.h"
 
 #include <algorithm>
 #include <mutex>

@@ -1,8 +1,8 @@
-#include "algorithms/operation.h"
+#include "core/operation.h"
 
 #include <algorithm>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace bagua {
 

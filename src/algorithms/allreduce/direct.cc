@@ -14,14 +14,17 @@
 // is written out of bounds.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include <cstring>
 #include <functional>
 #include <memory>
 
-#include "algorithms/collectives.h"
 #include "algorithms/patterns/ring.h"
-#include "core/error.h"
-#include "core/scratch_cache.h"
+#include "algorithms/registry.h"
+#include "base/error.h"
+#include "base/scratch_cache.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/dtype.h"
 #include "transport/cross_memory.h"
@@ -102,8 +105,6 @@ struct DirectWork {
   }
 };
 
-}  // namespace
-
 std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   if (ctx.nranks == 1) {
@@ -138,5 +139,21 @@ std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const Schedu
   hello.after.push_back(call_step([work = w.get()] { work->own_block(); }));
   return s;
 }
+
+// Hello and done rounds; per segment one read and one write per peer.
+double cost(const CostTerms& t) {
+  const CostModel& c = t.model;
+  const double segments = std::max(1.0, std::ceil(t.m / t.n / (256.0 * 1024)));
+  return 2 * t.alpha + 2 * (t.n - 1) * t.delta + 2 * segments * (t.n - 1) * c.cross_memory_us +
+         2 * t.frac * t.m * t.beta * c.direct_move_factor + t.frac * t.m * t.gamma;
+}
+
+}  // namespace
+
+// One host only, and only when every rank could attach to its peers' memory at init.
+extern const AlgorithmEntry kAllreduceDirect;
+const AlgorithmEntry kAllreduceDirect{
+    Collective::kAllreduce,         "direct", [](int, const HostLayout& hosts) { return hosts.size() <= 1; }, cost,
+    run_schedule<allreduce_direct>, true};
 
 }  // namespace bagua

@@ -1,4 +1,4 @@
-#include "algorithms/ring_allreduce.h"
+#include "algorithms/allreduce/ring_operation.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,31 +1,12 @@
-// Hierarchical collectives for communicators that span hosts (ScheduleContext::hosts lists each host's ranks).
-//
-//   allreduce "hier" (rail): ring reduce-scatter inside each host, ring allreduce of each block across hosts
-//     among the ranks with the same local index (every local rank busy), ring allgather inside each host.
-//     Needs the same number of ranks on every host. Inter-host traffic per host: 2(H-1)/H of the vector.
-//   allreduce "hier_leader": reduce to one leader per host, ring allreduce among leaders, broadcast inside
-//     each host. Any layout (3+1, single-rank hosts).
-//   reduce / broadcast "hier": through the host leaders (on the root's host the root leads), binomial tree
-//     among leaders. allgather "hier": gather to leaders, leaders exchange host bundles, leaders broadcast.
-//
-// Phases of different groups run in the same schedule rounds; a phase whose groups differ in size is padded
-// with empty rounds so every rank numbers rounds alike (tags carry the round).
+#include "algorithms/hierarchical/groups.h"
+
 #include <algorithm>
 
-#include "algorithms/block_layout.h"
-#include "algorithms/collectives.h"
 #include "algorithms/patterns/binomial.h"
 #include "algorithms/patterns/ring.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
-
-namespace {
-
-struct Place {
-  int host = 0;   // index into ctx.hosts
-  int local = 0;  // index into ctx.hosts[host]
-};
 
 Place place_of(const ScheduleContext& ctx, int rank) {
   for (int h = 0; h < static_cast<int>(ctx.hosts.size()); ++h)
@@ -193,146 +174,6 @@ void broadcast_from_leader(Schedule& s, const ScheduleContext& ctx, int leader, 
   } else {
     round.recvs.push_back({leader, buf, bytes});
   }
-}
-
-}  // namespace
-
-std::unique_ptr<Schedule> allreduce_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
-  auto s = std::make_unique<Schedule>(ctx);
-  Place me = place_of(ctx, ctx.rank);
-  const std::vector<int>& host = ctx.hosts[me.host];
-  const int L = static_cast<int>(host.size()), H = static_cast<int>(ctx.hosts.size());
-  auto* out = static_cast<uint8_t*>(a.recvbuf);
-  const auto* in = static_cast<const uint8_t*>(a.sendbuf);
-  BlockLayout blocks = BlockLayout::balanced(a.count, L, a.dtype);
-  // 1. Reduce-scatter inside the host: local rank l owns block l.
-  group_reduce_scatter(*s, host, me.local, blocks, in, out + blocks.offset_bytes(me.local), L - 1);
-  // 2. Allreduce of block l across hosts, among the ranks with local index l (a rail).
-  std::vector<int> rail;
-  for (const auto& h : ctx.hosts) rail.push_back(h[me.local]);
-  const size_t rail_start = s->rounds().size();
-  // Pipelined: on the test bed (2x2, 1 Gbit/s) it took the rail form from 246 to 185 ms at 16 MiB, while
-  // it slowed the leader form (168 to 232 ms), which therefore stays unpipelined.
-  group_allreduce(*s, rail, me.host, out + blocks.offset_bytes(me.local), blocks.count(me.local), a, true);
-  // Rails with one element less may take fewer rounds: pad all to the largest block's (block 0's).
-  pad_to(*s, rail_start, group_allreduce_rounds(blocks.count(0), H, a.dtype, true));
-  // 3. Allgather inside the host.
-  group_allgather(*s, host, me.local, blocks, out, L - 1);
-  return s;
-}
-
-std::unique_ptr<Schedule> allreduce_hierarchical_leader(const CollectiveArgs& a, const ScheduleContext& ctx) {
-  auto s = std::make_unique<Schedule>(ctx);
-  Place me = place_of(ctx, ctx.rank);
-  const std::vector<int>& host = ctx.hosts[me.host];
-  std::vector<int> leader_of = leaders(ctx, -1);
-  const int leader = leader_of[me.host];
-  size_t bytes = a.count * datatype_size(a.dtype);
-  auto* out = static_cast<uint8_t*>(a.recvbuf);
-  // 1. Reduce to the leader: one round of direct sends, combined in local-rank order.
-  reduce_to_leader(*s, ctx, leader, host, a.sendbuf, out, a.count, bytes);
-  // 2. Ring allreduce among the leaders (the others wait in empty rounds).
-  const int H = static_cast<int>(ctx.hosts.size());
-  if (ctx.rank == leader) {
-    group_allreduce(*s, leader_of, me.host, out, a.count, a, false);
-  } else {
-    pad_to(*s, s->rounds().size(), group_allreduce_rounds(a.count, H, a.dtype, false));
-  }
-  // 3. Broadcast inside each host.
-  broadcast_from_leader(*s, ctx, leader, host, out, bytes);
-  return s;
-}
-
-std::unique_ptr<Schedule> reduce_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
-  auto s = std::make_unique<Schedule>(ctx);
-  Place me = place_of(ctx, ctx.rank);
-  const std::vector<int>& host = ctx.hosts[me.host];
-  std::vector<int> leader_of = leaders(ctx, a.root);
-  const int leader = leader_of[me.host];
-  size_t bytes = a.count * datatype_size(a.dtype);
-  const int H = static_cast<int>(ctx.hosts.size());
-  // Leaders accumulate in recvbuf (the root) or scratch.
-  uint8_t* acc =
-      ctx.rank == a.root ? static_cast<uint8_t*>(a.recvbuf) : (ctx.rank == leader ? s->scratch(bytes) : nullptr);
-  reduce_to_leader(*s, ctx, leader, host, a.sendbuf, acc, a.count, bytes);
-  // Binomial reduce among leaders toward the root's host.
-  int root_host = place_of(ctx, a.root).host;
-  int vr = binomial::relative(me.host, root_host, H);
-  uint8_t* tmp = ctx.rank == leader ? s->scratch(bytes) : nullptr;
-  for (int i = binomial::ceil_log2(H) - 1; i >= 0; --i) {
-    int mask = binomial::broadcast_mask(i, H);
-    Round& round = s->round();
-    if (ctx.rank != leader) continue;
-    if (int child = binomial::send_to(vr, mask, H); child >= 0) {
-      round.recvs.push_back({leader_of[binomial::absolute(child, root_host, H)], tmp, bytes});
-      round.after.push_back(reduce_step(acc, acc, tmp, a.count));
-    }
-    if (int parent = binomial::receive_from(vr, mask); parent >= 0)
-      round.sends.push_back({leader_of[binomial::absolute(parent, root_host, H)], acc, bytes});
-  }
-  if (ctx.rank == a.root && a.op == BAGUA_AVG) s->then(divide_step(acc, a.count));
-  return s;
-}
-
-std::unique_ptr<Schedule> broadcast_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
-  auto s = std::make_unique<Schedule>(ctx);
-  Place me = place_of(ctx, ctx.rank);
-  const std::vector<int>& host = ctx.hosts[me.host];
-  std::vector<int> leader_of = leaders(ctx, a.root);
-  const int leader = leader_of[me.host];
-  size_t bytes = a.count * datatype_size(a.dtype);
-  auto* buf = static_cast<uint8_t*>(a.recvbuf);
-  if (ctx.rank == a.root) s->prologue().push_back(copy_step(buf, a.sendbuf, bytes));
-  const int H = static_cast<int>(ctx.hosts.size());
-  int root_host = place_of(ctx, a.root).host;
-  int vr = binomial::relative(me.host, root_host, H);
-  for (int i = 0; i < binomial::ceil_log2(H); ++i) {
-    int mask = binomial::broadcast_mask(i, H);
-    Round& round = s->round();
-    if (ctx.rank != leader) continue;
-    if (int from = binomial::receive_from(vr, mask); from >= 0)
-      round.recvs.push_back({leader_of[binomial::absolute(from, root_host, H)], buf, bytes});
-    if (int to = binomial::send_to(vr, mask, H); to >= 0)
-      round.sends.push_back({leader_of[binomial::absolute(to, root_host, H)], buf, bytes});
-  }
-  broadcast_from_leader(*s, ctx, leader, host, buf, bytes);
-  return s;
-}
-
-std::unique_ptr<Schedule> allgather_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
-  auto s = std::make_unique<Schedule>(ctx);
-  Place me = place_of(ctx, ctx.rank);
-  const std::vector<int>& host = ctx.hosts[me.host];
-  std::vector<int> leader_of = leaders(ctx, -1);
-  const int leader = leader_of[me.host];
-  BlockLayout blocks = BlockLayout::uniform(a.count, ctx.nranks, a.dtype);
-  auto* out = static_cast<uint8_t*>(a.recvbuf);
-  size_t block = blocks.bytes(0);
-  s->prologue().push_back(copy_step(out + blocks.offset_bytes(ctx.rank), a.sendbuf, block));
-  // 1. Every rank's block to its leader, straight into place.
-  {
-    Round& round = s->round();
-    if (ctx.rank == leader) {
-      for (int r : host)
-        if (r != leader) round.recvs.push_back({r, out + blocks.offset_bytes(r), block});
-    } else {
-      round.sends.push_back({leader, out + blocks.offset_bytes(ctx.rank), block});
-    }
-  }
-  // 2. Leaders exchange their hosts' blocks, one message per block.
-  {
-    Round& round = s->round();
-    if (ctx.rank == leader) {
-      for (size_t h = 0; h < ctx.hosts.size(); ++h) {
-        if (static_cast<int>(h) == me.host) continue;
-        for (int r : ctx.hosts[h]) round.recvs.push_back({leader_of[h], out + blocks.offset_bytes(r), block});
-        for (int r : host) round.sends.push_back({leader_of[h], out + blocks.offset_bytes(r), block});
-      }
-    }
-  }
-  // 3. Leaders hand the whole result to their host.
-  broadcast_from_leader(*s, ctx, leader, host, out, block * ctx.nranks);
-  return s;
 }
 
 }  // namespace bagua

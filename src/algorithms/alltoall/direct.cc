@@ -1,0 +1,39 @@
+// Alltoall(v) in one round: every block to its peer at once.
+#include "algorithms/alltoall/layout.h"
+#include "algorithms/registry.h"
+#include "algorithms/schedule.h"
+#include "kernels/dtype.h"
+
+namespace bagua {
+
+namespace {
+
+std::unique_ptr<Schedule> alltoall_direct(const CollectiveArgs& a, const ScheduleContext& ctx) {
+  auto s = std::make_unique<Schedule>(ctx);
+  const int n = ctx.nranks, r = ctx.rank;
+  AlltoallLayout l = alltoall_layout(a, n);
+  auto* src = static_cast<const uint8_t*>(a.sendbuf);
+  auto* out = static_cast<uint8_t*>(a.recvbuf);
+  s->prologue().push_back(copy_step(out + l.recv_off(r), src + l.send_off(r), l.send_bytes(r)));
+  if (n == 1) return s;
+  Round& round = s->round();
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == r) continue;
+    round.recvs.push_back({peer, out + l.recv_off(peer), l.recv_bytes(peer)});
+    round.sends.push_back({peer, src + l.send_off(peer), l.send_bytes(peer)});
+  }
+  return s;
+}
+
+double cost(const CostTerms& t) { return t.alpha + (t.n - 1) * t.delta + t.frac * t.m * 1.2 * t.beta; }
+
+}  // namespace
+
+extern const AlgorithmEntry kAlltoallDirect;
+const AlgorithmEntry kAlltoallDirect{Collective::kAlltoall, "direct", nullptr, cost, run_schedule<alltoall_direct>};
+
+// alltoallv runs the same schedule (alltoall_layout reads its counts and displacements).
+extern const AlgorithmEntry kAlltoallvDirect;
+const AlgorithmEntry kAlltoallvDirect{Collective::kAlltoallv, "direct", nullptr, cost, run_schedule<alltoall_direct>};
+
+}  // namespace bagua

@@ -1,0 +1,53 @@
+#include "algorithms/collective_args.h"
+
+#include "kernels/dtype.h"
+
+namespace bagua {
+
+namespace {
+const char* const kCollectiveNames[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce",
+                                        "alltoall",  "alltoallv",      "gather",    "scatter",   "barrier"};
+static_assert(sizeof(kCollectiveNames) / sizeof(kCollectiveNames[0]) == static_cast<size_t>(Collective::kCount));
+}  // namespace
+
+const char* collective_name(Collective c) { return kCollectiveNames[static_cast<int>(c)]; }
+
+bool parse_collective(const std::string& text, Collective* out) {
+  for (int i = 0; i < static_cast<int>(Collective::kCount); ++i)
+    if (text == kCollectiveNames[i]) {
+      *out = static_cast<Collective>(i);
+      return true;
+    }
+  return false;
+}
+
+TagKind tag_kind_of(Collective c) {
+  static const TagKind kKinds[] = {
+      TagKind::kAllreduce, TagKind::kReduceScatter, TagKind::kAllgather, TagKind::kBroadcast, TagKind::kReduce,
+      TagKind::kAlltoall,  TagKind::kAlltoallv,     TagKind::kGather,    TagKind::kScatter,   TagKind::kBarrier};
+  return kKinds[static_cast<int>(c)];
+}
+
+bagua_opkind_t opkind_of(Collective c) {
+  static const bagua_opkind_t kKinds[] = {BAGUA_OPKIND_ALLREDUCE, BAGUA_OPKIND_REDUCE_SCATTER, BAGUA_OPKIND_ALLGATHER,
+                                          BAGUA_OPKIND_BROADCAST, BAGUA_OPKIND_REDUCE,         BAGUA_OPKIND_ALLTOALL,
+                                          BAGUA_OPKIND_ALLTOALLV, BAGUA_OPKIND_GATHER,         BAGUA_OPKIND_SCATTER,
+                                          BAGUA_OPKIND_BARRIER};
+  return kKinds[static_cast<int>(c)];
+}
+
+size_t CollectiveArgs::message_bytes(int nranks) const {
+  size_t bytes = count * datatype_size(dtype);
+  switch (collective) {
+    case Collective::kReduceScatter:
+    case Collective::kAllgather:
+    case Collective::kAlltoall:
+    case Collective::kGather:
+    case Collective::kScatter: return bytes * static_cast<size_t>(nranks);
+    case Collective::kAlltoallv:
+      return 0;  // counts differ per rank; selection must not, so alltoallv is chosen as for an empty message
+    default: return bytes;
+  }
+}
+
+}  // namespace bagua

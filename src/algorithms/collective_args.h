@@ -1,0 +1,55 @@
+// The collectives and one struct for any call's arguments: what the dispatcher checks and every algorithm reads.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "algorithms/tags.h"
+#include "bagua/bagua.h"
+
+namespace bagua {
+
+enum class Collective {
+  kAllreduce,
+  kReduceScatter,
+  kAllgather,
+  kBroadcast,
+  kReduce,
+  kAlltoall,
+  kAlltoallv,
+  kGather,
+  kScatter,
+  kBarrier,
+  kCount
+};
+
+const char* collective_name(Collective c);  // "allreduce"
+bool parse_collective(const std::string& text, Collective* out);
+TagKind tag_kind_of(Collective c);
+bagua_opkind_t opkind_of(Collective c);
+
+// The ranks of each host (host order as Comm::hosts); one entry for a single-host communicator.
+using HostLayout = std::vector<std::vector<int>>;
+
+struct CollectiveArgs {
+  Collective collective = Collective::kAllreduce;
+  const void* sendbuf = nullptr;
+  void* recvbuf = nullptr;
+  // allreduce/broadcast/reduce: count; allgather/gather: per-rank send count; reduce_scatter/scatter:
+  // per-rank receive count; alltoall: count per peer.
+  size_t count = 0;
+  bagua_datatype_t dtype = BAGUA_FLOAT32;
+  bagua_redop_t op = BAGUA_SUM;
+  int root = 0;
+  const size_t* sendcounts = nullptr;  // alltoallv, in elements
+  const size_t* sdispls = nullptr;
+  const size_t* recvcounts = nullptr;
+  const size_t* rdispls = nullptr;
+
+  // Bytes this rank moves into the collective (what selection reasons about): count x datatype size,
+  // times nranks for the per-rank-count collectives.
+  size_t message_bytes(int nranks) const;
+};
+
+}  // namespace bagua

@@ -1,0 +1,58 @@
+// The latency-bandwidth cost model that selection ranks algorithms by. Constants were measured on this project's
+// 2-core development host (UCX 1.13 shared memory, single-copy transfers, AVX-512 reductions) with
+// bagua_allreduce_perf and every algorithm forced (docs/algorithms.md).
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/collective_args.h"
+
+namespace bagua {
+
+struct CostModel {
+  double latency_us = 2.5;      // alpha: one round of messages
+  double rendezvous_us = 3.0;   // extra per round when its messages exceed the eager limit
+  size_t eager_limit = 8192;    // UCX switches from eager to rendezvous above this (tag_send table; only
+                                // the rail's SendMode::kEager pieces go eagerly up to 2 MiB)
+  double single_copy_us = 4.0;  // extra per round whose messages take the single-copy handshake
+  size_t single_copy_limit = 64 << 10;
+  double per_message_us = 0.4;      // extra per message when a round talks to many peers
+  double link_gbps = 6.5;           // beta: bytes moved per rank within a host, GB/s
+  double inter_host_gbps = 1.25;    // bytes a host sends to other hosts, GB/s (BAGUA_INTER_HOST_GBPS; 10 GbE)
+  double reduce_gbps = 10.0;        // gamma: reduction speed, GB/s of input (memory-bound at size)
+  double direct_move_factor = 0.6;  // direct allreduce: time per byte moved against the ring's (it reads N
+                                    // and writes N per rank, the ring reads 1.5N and writes N)
+  double cross_memory_us = 1.0;     // one process_vm_readv/writev call of a direct allreduce segment
+};
+
+// The terms every algorithm's cost is written in, for one call: m bytes on n ranks laid out as hosts. Across
+// hosts, flat algorithms are bound by the inter-host link that their ring or tree crosses; hierarchical ones
+// move 2(H-1)/H of the vector per host across hosts.
+struct CostTerms {
+  CostTerms(const CostModel& model, size_t bytes, int nranks, const HostLayout& hosts);
+
+  const CostModel& model;
+  double m;           // bytes
+  int n;              // ranks
+  int H;              // hosts
+  double L;           // ranks on the fullest host
+  double alpha;       // us per round
+  double delta;       // us per extra message in a round
+  double beta_intra;  // us per byte within a host
+  double beta_inter;  // us per byte between hosts
+  double beta;        // what flat algorithms see: beta_inter on several hosts
+  double gamma;       // us per byte reduced
+  double levels;      // ceil(log2 n)
+  int p;              // recursive algorithms' power-of-two core
+  double lp;          // log2 p
+  double frac;        // (n-1)/n
+  double fold_cost;   // folding the ranks outside the core in and out again
+
+  // Latency of one round whose messages are `msg` bytes (eager or rendezvous, single-copy or not).
+  double round(double msg) const;
+  // Hierarchical terms: what each host sends to the others, and a ring reduce-scatter + allgather in a host.
+  double inter() const { return 2.0 * (H - 1) / H * m * beta_inter; }
+  double intra_rs_ag() const { return 2 * (L - 1) * alpha + 2 * (L - 1) / L * m * beta_intra; }
+};
+
+}  // namespace bagua

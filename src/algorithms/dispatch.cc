@@ -1,0 +1,218 @@
+#include "algorithms/dispatch.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "algorithms/argument_checks.h"
+#include "algorithms/p2p.h"
+#include "algorithms/registry.h"
+#include "algorithms/tags.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "kernels/dtype.h"
+
+namespace bagua {
+
+namespace {
+
+// How each collective's buffers are sized and checked: one row per collective (alltoallv and barrier aside).
+struct BufferRule {
+  enum class Blocks { kNone, kOne, kPerRank };  // count elements, or count x nranks
+  enum class On { kAll, kRoot };                // which ranks pass the buffer
+  enum class InPlace {
+    kNever,       // overlap is an error
+    kSame,        // sendbuf == recvbuf
+    kSendInRecv,  // sendbuf == recvbuf + rank * block (allgather, gather)
+    kRecvInSend,  // recvbuf == sendbuf + rank * block (reduce_scatter, scatter)
+  };
+  bool takes_op;
+  bool rooted;
+  const char* count_name;
+  Blocks send;
+  On send_on;
+  Blocks recv;
+  On recv_on;
+  InPlace in_place;
+};
+
+using B = BufferRule::Blocks;
+using On = BufferRule::On;
+using IP = BufferRule::InPlace;
+constexpr BufferRule kRules[] = {
+    /* allreduce      */ {true, false, "count", B::kOne, On::kAll, B::kOne, On::kAll, IP::kSame},
+    /* reduce_scatter */ {true, false, "recvcount", B::kPerRank, On::kAll, B::kOne, On::kAll, IP::kRecvInSend},
+    /* allgather      */ {false, false, "sendcount", B::kOne, On::kAll, B::kPerRank, On::kAll, IP::kSendInRecv},
+    /* broadcast      */ {false, true, "count", B::kOne, On::kRoot, B::kOne, On::kAll, IP::kSame},
+    /* reduce         */ {true, true, "count", B::kOne, On::kAll, B::kOne, On::kRoot, IP::kSame},
+    /* alltoall       */ {false, false, "count", B::kPerRank, On::kAll, B::kPerRank, On::kAll, IP::kNever},
+    /* alltoallv      */ {false, false, "count", B::kNone, On::kAll, B::kNone, On::kAll, IP::kNever},
+    /* gather         */ {false, true, "sendcount", B::kOne, On::kAll, B::kPerRank, On::kRoot, IP::kSendInRecv},
+    /* scatter        */ {false, true, "recvcount", B::kPerRank, On::kRoot, B::kOne, On::kAll, IP::kRecvInSend},
+    /* barrier        */ {false, false, "count", B::kNone, On::kAll, B::kNone, On::kAll, IP::kNever},
+};
+static_assert(sizeof(kRules) / sizeof(kRules[0]) == static_cast<size_t>(Collective::kCount));
+
+const uint8_t* at(const void* p, size_t offset) { return static_cast<const uint8_t*>(p) + offset; }
+
+void check_alltoallv(const Comm& comm, const CollectiveArgs& a) {
+  const int n = comm.size(), r = comm.rank();
+  require_pointer(a.sendcounts, "sendcounts");
+  require_pointer(a.sdispls, "sdispls");
+  require_pointer(a.recvcounts, "recvcounts");
+  require_pointer(a.rdispls, "rdispls");
+  if (a.sendcounts[r] != a.recvcounts[r])
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "sendcounts[{}] = {} but recvcounts[{}] = {}: what a rank sends itself must fit",
+         r, a.sendcounts[r], r, a.recvcounts[r]);
+  size_t send_extent = 0, recv_extent = 0;
+  for (int p = 0; p < n; ++p) {
+    size_t s_end = checked_bytes(a.sdispls[p], a.dtype, "sdispls");
+    size_t s_len = checked_bytes(a.sendcounts[p], a.dtype, "sendcounts");
+    size_t r_end = checked_bytes(a.rdispls[p], a.dtype, "rdispls");
+    size_t r_len = checked_bytes(a.recvcounts[p], a.dtype, "recvcounts");
+    if (s_end > PTRDIFF_MAX - s_len || r_end > PTRDIFF_MAX - r_len)
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "displacement + count for peer {} overflows", p);
+    if (s_len) send_extent = std::max(send_extent, s_end + s_len);
+    if (r_len) recv_extent = std::max(recv_extent, r_end + r_len);
+  }
+  check_buffer(a.sendbuf, send_extent, "sendbuf");
+  check_buffer(a.recvbuf, recv_extent, "recvbuf");
+  if (overlap(a.sendbuf, send_extent, a.recvbuf, recv_extent))
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "alltoallv has no in-place form: sendbuf and recvbuf overlap");
+}
+
+}  // namespace
+
+void check_collective_args(const Comm& comm, CollectiveArgs& a) {
+  const BufferRule& rule = kRules[static_cast<int>(a.collective)];
+  const int n = comm.size(), r = comm.rank();
+  if (rule.takes_op)
+    check_redop(a.op);
+  else
+    a.op = BAGUA_SUM;
+  if (rule.rooted) check_rank(comm, a.root, "root");
+  if (a.collective == Collective::kBarrier) return;
+  if (a.collective == Collective::kAlltoallv) return check_alltoallv(comm, a);
+
+  const size_t block = checked_bytes(a.count, a.dtype, rule.count_name);
+  const size_t all = checked_bytes(a.count, a.dtype, rule.count_name, n);
+  const size_t send_bytes = rule.send == B::kPerRank ? all : block;
+  const size_t recv_bytes = rule.recv == B::kPerRank ? all : block;
+  const bool has_send = rule.send_on == On::kAll || r == a.root;
+  const bool has_recv = rule.recv_on == On::kAll || r == a.root;
+  if (has_send) check_buffer(a.sendbuf, send_bytes, "sendbuf");
+  if (has_recv) check_buffer(a.recvbuf, recv_bytes, "recvbuf");
+  if (!has_send || !has_recv || !overlap(a.sendbuf, send_bytes, a.recvbuf, recv_bytes)) return;
+  switch (rule.in_place) {
+    case IP::kNever:
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "{} has no in-place form: sendbuf and recvbuf overlap",
+           collective_name(a.collective));
+    case IP::kSame:
+      if (a.sendbuf == a.recvbuf) return;
+      break;
+    case IP::kSendInRecv:
+      if (a.sendbuf == at(a.recvbuf, r * block)) return;
+      break;
+    case IP::kRecvInSend:
+      if (a.recvbuf == at(a.sendbuf, r * block)) return;
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "recvbuf overlaps sendbuf but is not sendbuf + rank * {} (in place)",
+           rule.count_name);
+  }
+  fail(BAGUA_ERR_INVALID_ARGUMENT,
+       "sendbuf and recvbuf overlap but are not in place (see the in-place rule of this call)");
+}
+
+ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op) {
+  return ScheduleContext{comm.rank(),
+                         comm.size(),
+                         comm.id(),
+                         comm.next_collective_sequence(),
+                         kind,
+                         dtype,
+                         op,
+                         comm.config().ring_segment_bytes,
+                         comm.config().ring_window,
+                         comm.ring_order(),
+                         comm.hosts(),
+                         [&comm] { comm.check_peers_now(); }};
+}
+
+namespace {
+struct SelectorAttachment : CommAttachment {
+  explicit SelectorAttachment(AlgorithmSelector s) : selector(std::move(s)) {}
+  AlgorithmSelector selector;
+};
+}  // namespace
+
+void check_algorithm_rules(const Config& config) { AlgorithmSelector(config.algo, config.inter_host_gbps); }
+
+const AlgorithmSelector& selector_of(Comm& comm) {
+  if (comm.attachment() == nullptr)
+    comm.set_attachment(std::make_unique<SelectorAttachment>(
+        AlgorithmSelector(comm.config().algo, comm.config().inter_host_gbps, comm.cross_memory())));
+  return static_cast<SelectorAttachment*>(comm.attachment())->selector;
+}
+
+std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, const char* suffix) {
+  check_collective_args(comm, args);
+  comm.check_usable();
+  const int n = comm.size();
+  Algorithm algorithm = selector_of(comm).choose(args.collective, args.message_bytes(n), n, comm.hosts());
+  ScheduleContext ctx = make_context(comm, tag_kind_of(args.collective), args.dtype, args.op);
+  std::string description = args.collective == Collective::kBarrier
+                                ? fmt::format("barrier #{}{}", ctx.sequence, suffix)
+                                : fmt::format("{} #{} ({} x {}, {}{})", collective_name(args.collective), ctx.sequence,
+                                              args.count, datatype_name(args.dtype), algorithm->name, suffix);
+  BAGUA_TRACE("posting {}", description);
+  if (!algorithm_supports(algorithm, ctx.nranks, ctx.hosts))
+    fail(BAGUA_ERR_INTERNAL, "no {} algorithm '{}' for {} ranks", collective_name(args.collective), algorithm->name,
+         ctx.nranks);
+  return algorithm->build(args, ctx, std::move(description));
+}
+
+std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, bagua_datatype_t dtype, int peer) {
+  size_t bytes = checked_bytes(count, dtype, "count");
+  check_buffer(buf, bytes, "buf");
+  check_rank(comm, peer, "peer");
+  comm.check_usable();
+  uint64_t seq = comm.next_send_sequence(peer);
+  uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, comm.rank());
+  return std::make_unique<SendOp>(
+      buf, bytes, peer, tag, fmt::format("send #{} of {} x {} to rank {}", seq, count, datatype_name(dtype), peer));
+}
+
+std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_datatype_t dtype, int peer) {
+  size_t bytes = checked_bytes(count, dtype, "count");
+  check_buffer(buf, bytes, "buf");
+  check_rank(comm, peer, "peer");
+  comm.check_usable();
+  uint64_t seq = comm.next_recv_sequence(peer);
+  uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, peer);
+  return std::make_unique<RecvOp>(
+      buf, bytes, peer, tag,
+      fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer));
+}
+
+void run_to_completion(Comm& comm, Operation& op) {
+  struct Release {
+    Comm& comm;
+    Operation& op;
+    ~Release() { comm.forget(op); }
+  } release{comm, op};
+  comm.start(op);
+  comm.wait(op);
+}
+
+void allreduce_now(Comm& comm, const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                   bagua_redop_t op) {
+  CollectiveArgs args;
+  args.collective = Collective::kAllreduce;
+  args.sendbuf = sendbuf;
+  args.recvbuf = recvbuf;
+  args.count = count;
+  args.dtype = dtype;
+  args.op = op;
+  auto operation = make_collective(comm, args, ", internal");
+  run_to_completion(comm, *operation);
+}
+
+}  // namespace bagua

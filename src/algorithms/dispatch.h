@@ -1,0 +1,44 @@
+// The dispatcher: the one path from a call to an operation. Every collective, whether from the C API, from the
+// library itself (gossip set-up, lpdec, the async averager) or from a relaxation, goes through here:
+//   check the arguments (no side effect) -> take the sequence number -> choose the algorithm -> build the context
+//   -> build the operation.
+// Posting and waiting are the caller's (the C API's requests and groups, or run_to_completion).
+#pragma once
+
+#include <memory>
+
+#include "algorithms/collective_args.h"
+#include "algorithms/schedule.h"
+#include "algorithms/selection.h"
+#include "core/comm.h"
+#include "core/operation.h"
+
+namespace bagua {
+
+// Checks `args` for its collective against this communicator; throws INVALID_ARGUMENT (NOT_SUPPORTED for device
+// memory) with no side effect. The dispatcher calls it; the relaxations call it for their own buffers.
+void check_collective_args(const Comm& comm, CollectiveArgs& args);
+
+// The context of the next operation on comm: takes its sequence number, so build nothing that can fail after.
+ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op);
+
+// Parses the configuration's BAGUA_ALGO rules; INVALID_USAGE naming BAGUA_ALGO when they do not. Init calls it
+// before the rendezvous.
+void check_algorithm_rules(const Config& config);
+
+// The selector of comm (BAGUA_ALGO rules, cost model, cross-memory verdict), made on first use.
+const AlgorithmSelector& selector_of(Comm& comm);
+
+// A collective call: checks, sequence number, algorithm, operation. `suffix` ends its description (", internal").
+std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, const char* suffix = "");
+// Point-to-point: the k-th send from A to B matches the k-th receive on B from A.
+std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, bagua_datatype_t dtype, int peer);
+std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_datatype_t dtype, int peer);
+
+// Starts op and waits for it; throws its error. The communicator forgets it either way.
+void run_to_completion(Comm& comm, Operation& op);
+// A blocking allreduce for the library's own use (arguments trusted, still checked).
+void allreduce_now(Comm& comm, const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                   bagua_redop_t op);
+
+}  // namespace bagua

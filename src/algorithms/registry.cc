@@ -1,0 +1,52 @@
+#include "algorithms/registry.h"
+
+#include <array>
+
+namespace bagua {
+
+// Defined one per file under src/algorithms/<collective>/. An explicit list, since static self-registration
+// disappears in static links. Within a collective, the order breaks ties between equal modelled costs.
+extern const AlgorithmEntry kAllreduceRing, kAllreduceRd, kAllreduceRabenseifner, kAllreduceTree, kAllreduceDirect,
+    kAllreduceHier, kAllreduceHierLeader, kReduceScatterRing, kReduceScatterDirect, kAllgatherRing, kAllgatherRd,
+    kAllgatherDirect, kAllgatherHier, kBroadcastTree, kBroadcastScatterAllgather, kBroadcastHier, kReduceTree,
+    kReduceRsGather, kReduceHier, kAlltoallDirect, kAlltoallPairwise, kAlltoallvDirect, kAlltoallvPairwise,
+    kGatherDirect, kScatterDirect, kBarrierDissemination;
+
+namespace {
+
+const AlgorithmEntry* const kTable[] = {
+    &kAllreduceRing,       &kAllreduceRd,          &kAllreduceRabenseifner,
+    &kAllreduceTree,       &kAllreduceDirect,      &kAllreduceHier,
+    &kAllreduceHierLeader, &kReduceScatterRing,    &kReduceScatterDirect,
+    &kAllgatherRing,       &kAllgatherRd,          &kAllgatherDirect,
+    &kAllgatherHier,       &kBroadcastTree,        &kBroadcastScatterAllgather,
+    &kBroadcastHier,       &kReduceTree,           &kReduceRsGather,
+    &kReduceHier,          &kAlltoallDirect,       &kAlltoallPairwise,
+    &kAlltoallvDirect,     &kAlltoallvPairwise,    &kGatherDirect,
+    &kScatterDirect,       &kBarrierDissemination,
+};
+
+std::array<std::vector<Algorithm>, static_cast<size_t>(Collective::kCount)> by_collective() {
+  std::array<std::vector<Algorithm>, static_cast<size_t>(Collective::kCount)> out;
+  for (Algorithm a : kTable) out[static_cast<size_t>(a->collective)].push_back(a);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<Algorithm>& algorithms_of(Collective c) {
+  static const auto table = by_collective();
+  return table[static_cast<size_t>(c)];
+}
+
+Algorithm find_algorithm(Collective c, std::string_view name) {
+  for (Algorithm a : algorithms_of(c))
+    if (name == a->name) return a;
+  return nullptr;
+}
+
+bool algorithm_supports(Algorithm a, int nranks, const HostLayout& hosts) {
+  return a->supports == nullptr || a->supports(nranks, hosts);
+}
+
+}  // namespace bagua
