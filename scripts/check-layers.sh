@@ -1,5 +1,6 @@
 #!/bin/bash
-# Checks that no file under src/ includes a layer above its own. The order (docs/architecture.md), lowest first;
+# Checks that no file under src/ includes a layer above its own, and that only src/base/env.cc reads the
+# environment. The order (docs/architecture.md), lowest first;
 # folders on one line are peers and do not include each other:
 #   base
 #   kernels topology bootstrap
@@ -26,5 +27,11 @@ while IFS= read -r file; do
     fi
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
 done < <(find src -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) | sort)
+# Environment variables are read in one place (src/base/env.cc holds the table that bagua-info prints).
+if grep -rn --include='*.cc' --include='*.h' --include='*.cu' 'getenv' src tools | grep -v '^src/base/env\.cc:' |
+  grep -v 'getenv_fn'; then
+  echo "check-layers: the lines above read the environment directly; use env_get (src/base/env.h)" >&2
+  bad=1
+fi
 [ $bad = 0 ] && echo "check-layers: every include under src/ points down (base < kernels, topology, bootstrap < transport < core < algorithms < api)"
 exit $bad

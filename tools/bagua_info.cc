@@ -1,5 +1,7 @@
-// bagua-info: what this build and machine offer, every BAGUA_* parameter, and the algorithm choice table.
-//   bagua-info                 version, build, CPU kernels, topology, UCX transports, parameters
+// bagua-info: what this build and machine offer, every environment variable bagua reads, and the algorithm choice
+// table.
+//   bagua-info                 version, build, CPU kernels, topology, environment, UCX transports
+//   bagua-info --env           the environment table alone: name, who sets it, value, meaning
 //   bagua-run -n N bagua-info  the same, then the host and rank layout the communicator sees
 //   bagua-info --algorithms [-n N] [--hosts H]   the algorithm each collective uses, by message size, on N ranks
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "algorithms/registry.h"
 #include "algorithms/selection.h"
 #include "api/api_guard.h"
+#include "base/env.h"
 #include "core/config.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/memory_type.h"
@@ -23,34 +26,18 @@
 
 namespace {
 
-struct Parameter {
-  const char* name;
-  const char* meaning;
-};
-
-const Parameter kParameters[] = {
-    {"BAGUA_RANK", "this rank (set by the launcher)"},
-    {"BAGUA_WORLD_SIZE", "number of ranks (set by the launcher)"},
-    {"BAGUA_LOCAL_RANK", "rank on this host (set by the launcher; checked against the detected layout)"},
-    {"BAGUA_LOCAL_SIZE", "ranks on this host (set by the launcher)"},
-    {"BAGUA_ROOT_ADDR", "host:port of the rendezvous root"},
-    {"BAGUA_ROOT_FILE", "file where rank 0 writes the root address and the others read it"},
-    {"BAGUA_SECRET", "hex job secret for HMAC authentication of the bootstrap"},
-    {"BAGUA_TIMEOUT", "seconds any wait may take (default 30)"},
-    {"BAGUA_LOG_LEVEL", "none, error, warn (default), info, debug, trace"},
-    {"BAGUA_LOG_FILE", "log file instead of stderr; %h host, %p pid"},
-    {"BAGUA_SOCKET_IFNAME", "network interface (name or prefix) for bootstrap sockets"},
-    {"BAGUA_ALGO", "algorithm override, e.g. allreduce:0-64K:rd,64K-:ring;broadcast:tree"},
-    {"BAGUA_HOST_ID", "override of the host identity (boot id + IPC namespace)"},
-    {"BAGUA_TOPO_FILE", "hwloc XML standing in for this machine"},
-    {"BAGUA_BIND", "1: bind each rank's threads to its NUMA node"},
-    {"BAGUA_CPU_KERNELS", "scalar or avx2: use slower CPU reduction loops than the CPU allows"},
-};
+void print_environment() {
+  std::printf("environment (every variable bagua reads):\n");
+  for (const bagua::EnvSetting& e : bagua::env_settings()) {
+    const char* value = bagua::env_get(e.name);
+    std::printf("  %-27s %-9s %-16s %s\n", e.name, e.who, value ? value : "(unset)", e.meaning);
+  }
+}
 
 void print_algorithms(int nranks, int nhosts) {
   bagua::Config config = bagua::Config::from_env();
   // As on a host whose ranks pass the single-copy probe (they normally do), unless BAGUA_CMA=0.
-  const char* cma = std::getenv("BAGUA_CMA");
+  const char* cma = bagua::env_get("BAGUA_CMA");
   bagua::AlgorithmSelector selector(config.algo, config.inter_host_gbps, cma == nullptr || std::strcmp(cma, "0") != 0);
   bagua::HostLayout hosts;
   if (nhosts > 1)  // ranks dealt host by host, as even as possible
@@ -89,11 +76,7 @@ void print_overview() {
   std::printf("  CPU reduction kernels: %s\n", bagua::cpu_kernels_name(bagua::cpu_kernels()));
   std::printf("  host identity: %s\n\n", bagua::detect_host_id().c_str());
   std::printf("topology (hwloc):\n  %s\n", bagua::MachineTopology::detect().describe().c_str());
-  std::printf("parameters:\n");
-  for (const Parameter& p : kParameters) {
-    const char* value = std::getenv(p.name);
-    std::printf("  %-20s %-24s %s\n", p.name, value ? value : "(unset)", p.meaning);
-  }
+  print_environment();
   std::printf("\nUCX transports (ucx_info -d lists details):\n");
   std::fflush(stdout);
   if (std::system("ucx_info -d 2>/dev/null | grep -E '^#\\s+Transport:' | sort -u | sed 's/^#/ /'") != 0)
@@ -133,33 +116,37 @@ int print_layout() {
 
 bool under_launcher() {
   for (const char* v : {"BAGUA_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
-    if (std::getenv(v)) return true;
+    if (bagua::env_get(v)) return true;
   return false;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool algorithms = false;
+  bool algorithms = false, env_only = false;
   int nranks = 0, nhosts = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--algorithms") == 0)
       algorithms = true;
+    else if (std::strcmp(argv[i], "--env") == 0)
+      env_only = true;
     else if (std::strcmp(argv[i], "-n") == 0 && i + 1 < argc)
       nranks = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--hosts") == 0 && i + 1 < argc)
       nhosts = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: bagua-info [--algorithms [-n nranks] [--hosts H]]\n");
+      std::fprintf(stderr, "usage: bagua-info [--env | --algorithms [-n nranks] [--hosts H]]\n");
       return 2;
     }
   }
-  if (nranks <= 0) nranks = std::getenv("BAGUA_WORLD_SIZE") ? std::atoi(std::getenv("BAGUA_WORLD_SIZE")) : 4;
+  if (nranks <= 0) nranks = bagua::env_get("BAGUA_WORLD_SIZE") ? std::atoi(bagua::env_get("BAGUA_WORLD_SIZE")) : 4;
   try {
-    if (algorithms) {
+    if (env_only) {
+      print_environment();
+    } else if (algorithms) {
       print_algorithms(nranks, nhosts);
     } else if (under_launcher()) {
-      const char* rank = std::getenv("BAGUA_RANK") ? std::getenv("BAGUA_RANK") : std::getenv("RANK");
+      const char* rank = bagua::env_get("BAGUA_RANK") ? bagua::env_get("BAGUA_RANK") : bagua::env_get("RANK");
       if (rank && std::strcmp(rank, "0") == 0) print_overview();
       return print_layout();
     } else {

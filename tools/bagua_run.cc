@@ -127,8 +127,7 @@ int main(int argc, char** argv) {
   bagua::Bytes secret;
   try {
     bagua::SockAddr bind_addr = bagua::SockAddr::resolve("127.0.0.1", 0);
-    if (const char* ifname = std::getenv("BAGUA_SOCKET_IFNAME"); ifname && *ifname)
-      bind_addr = bagua::interface_address(ifname);
+    bagua::socket_ifname_address(&bind_addr);  // BAGUA_SOCKET_IFNAME, when set
     listener = bagua::Socket::listen(bind_addr);
     secret = bagua::random_bytes(32);
     secret_hex = bagua::to_hex(secret);

@@ -7,6 +7,7 @@
 
 #include "algorithms/dispatch.h"
 #include "api/api_guard.h"
+#include "base/env.h"
 #include "base/logging.h"
 #include "bootstrap/launch_env.h"
 #include "bootstrap/root_server.h"
@@ -108,7 +109,7 @@ bagua_status_t bagua_comm_init_rank_config(bagua_comm_t* comm, int nranks, bagua
 bagua_status_t bagua_comm_init_from_env(bagua_comm_t* comm) {
   return guarded(nullptr, "bagua_comm_init_from_env", [&] {
     require_pointer(comm, "comm");
-    LaunchInfo info = read_launch_env([](const char* name) { return std::getenv(name); });
+    LaunchInfo info = read_launch_env([](const char* name) { return env_get(name); });
     Config config = Config::from_env();
     if (info.secret.empty()) warn_unauthenticated_once();
     // The k-th init_from_env of every process forms the k-th job at the root.

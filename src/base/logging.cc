@@ -1,4 +1,5 @@
 #include "base/logging.h"
+#include "base/env.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -78,12 +79,12 @@ Logger::Logger() { configure_from_env(); }
 
 void Logger::configure_from_env() {
   LogLevel level = LogLevel::kWarn;
-  const char* text = std::getenv("BAGUA_LOG_LEVEL");
+  const char* text = env_get("BAGUA_LOG_LEVEL");
   bool bad_level = text && *text && !parse_level(text, &level);
   level_.store(static_cast<int>(level));
   if (fd_ != 2) close(fd_);
   fd_ = 2;
-  if (const char* file = std::getenv("BAGUA_LOG_FILE"); file && *file) {
+  if (const char* file = env_get("BAGUA_LOG_FILE"); file && *file) {
     std::string path = expand_log_path(file);
     int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0)

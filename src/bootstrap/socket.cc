@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/env.h"
 #include "base/error.h"
 
 namespace bagua {
@@ -125,9 +126,16 @@ SockAddr interface_address(const std::string& ifname) {
   return addr;
 }
 
+bool socket_ifname_address(SockAddr* out) {
+  const char* ifname = env_get_nonempty("BAGUA_SOCKET_IFNAME");
+  if (ifname == nullptr) return false;
+  *out = interface_address(ifname);
+  return true;
+}
+
 SockAddr choose_listen_address() {
-  if (const char* ifname = std::getenv("BAGUA_SOCKET_IFNAME"); ifname && *ifname) return interface_address(ifname);
   SockAddr addr;
+  if (socket_ifname_address(&addr)) return addr;
   if (find_interface(nullptr, true, &addr)) return addr;
   return SockAddr::resolve("127.0.0.1", 0);
 }

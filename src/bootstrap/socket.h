@@ -31,6 +31,8 @@ struct SockAddr {
 SockAddr choose_listen_address();
 // Address of the interface named (or prefixed) ifname; throws INVALID_USAGE when there is none.
 SockAddr interface_address(const std::string& ifname);
+// The address of BAGUA_SOCKET_IFNAME's interface into *out; false when the variable is unset.
+bool socket_ifname_address(SockAddr* out);
 
 class Socket {
  public:

@@ -1,5 +1,7 @@
 // The communicator: who the ranks are, where they live, and the state every operation shares
-// (configuration, bootstrap ring, transport, progress engine, poison status, last error).
+// (configuration, bootstrap ring, transport, progress engine, poison status, last error). Its methods live in
+// three files: comm_init.cc (joining, forming, splitting), comm_progress.cc (the engine, watchdog and health
+// checks) and comm.cc (lifetime, poisoning, errors, counters); the layout is its own class (comm_layout.h).
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include "base/error.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/ring.h"
+#include "core/comm_layout.h"
 #include "core/config.h"
 #include "core/operation.h"
 #include "topology/host_identity.h"
@@ -47,15 +50,14 @@ class Comm {
 
   int rank() const { return rank_; }
   int size() const { return nranks_; }
-  int local_rank() const { return placement_.local_rank; }
-  int local_size() const { return placement_.local_size; }
-  int nhosts() const { return placement_.nhosts; }
-  // Host index (numbered by first appearance in rank order) of any rank: which ranks share a host.
-  int host_of(int rank) const { return host_index_[rank]; }
-  // Ranks sorted by (host, local rank): rings follow it so that a host's ranks are neighbours.
-  const std::vector<int>& ring_order() const { return ring_order_; }
-  // Ranks on each host, hosts in host-index order, ranks ascending.
-  const std::vector<std::vector<int>>& hosts() const { return hosts_; }
+  // Where the ranks live (comm_layout.h).
+  const CommLayout& layout() const { return layout_; }
+  int local_rank() const { return layout_.local_rank(); }
+  int local_size() const { return layout_.local_size(); }
+  int nhosts() const { return layout_.nhosts(); }
+  int host_of(int rank) const { return layout_.host_of(rank); }
+  const std::vector<int>& ring_order() const { return layout_.ring_order(); }
+  const std::vector<std::vector<int>>& hosts() const { return layout_.hosts(); }
   uint64_t id() const { return comm_id_; }
   const Config& config() const { return config_; }
   const std::vector<RankInfo>& ranks() const { return ranks_; }
@@ -107,10 +109,7 @@ class Comm {
   uint64_t comm_id_ = 0;
   Config config_;
   std::vector<RankInfo> ranks_;
-  LocalPlacement placement_;
-  std::vector<int> host_index_;
-  std::vector<int> ring_order_;
-  std::vector<std::vector<int>> hosts_;
+  CommLayout layout_;
   std::unique_ptr<BootstrapRing> ring_;
   Bytes secret_;        // the job secret, for the rings of split communicators
   SockAddr listen_ip_;  // interface address (port 0) for new listeners

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/env.h"
 #include "base/error.h"
 
 namespace bagua {
@@ -29,38 +30,38 @@ bool parse_timeout_seconds(const std::string& text, int* timeout_ms) {
 
 Config Config::from_env() {
   Config config;
-  if (const char* text = std::getenv("BAGUA_TIMEOUT"); text && *text) {
+  if (const char* text = env_get("BAGUA_TIMEOUT"); text && *text) {
     if (!parse_timeout_seconds(text, &config.timeout_ms))
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_TIMEOUT='{}' is not a positive number of seconds", text);
   }
-  if (const char* text = std::getenv("BAGUA_BIND"); text && *text) {
+  if (const char* text = env_get("BAGUA_BIND"); text && *text) {
     if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_BIND='{}' must be 0 or 1", text);
     config.bind_numa = text[0] == '1';
   }
-  if (const char* text = std::getenv("BAGUA_ALGO")) config.algo = text;
-  if (const char* text = std::getenv("BAGUA_RING_SEGMENT"); text && *text) {
+  if (const char* text = env_get("BAGUA_ALGO")) config.algo = text;
+  if (const char* text = env_get("BAGUA_RING_SEGMENT"); text && *text) {
     char* end = nullptr;
     unsigned long long v = std::strtoull(text, &end, 10);
     if (*end != '\0' || v < 4096 || v > (1ull << 30))
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_RING_SEGMENT='{}' must be a byte count from 4096 to 2^30", text);
     config.ring_segment_bytes = static_cast<size_t>(v);
   }
-  if (const char* text = std::getenv("BAGUA_SINGLE_COPY_MIN"); text && *text) {
+  if (const char* text = env_get("BAGUA_SINGLE_COPY_MIN"); text && *text) {
     char* end = nullptr;
     unsigned long long v = std::strtoull(text, &end, 10);
     if (*end != '\0' || v < 1024)
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_SINGLE_COPY_MIN='{}' must be a byte count of at least 1024", text);
     config.single_copy_bytes = static_cast<size_t>(v);
   }
-  if (const char* text = std::getenv("BAGUA_INTER_HOST_GBPS"); text && *text) {
+  if (const char* text = env_get("BAGUA_INTER_HOST_GBPS"); text && *text) {
     char* end = nullptr;
     double v = std::strtod(text, &end);
     if (*end != '\0' || !(v > 0.001 && v < 100000))
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_INTER_HOST_GBPS='{}' must be a bandwidth in GB/s", text);
     config.inter_host_gbps = v;
   }
-  if (const char* text = std::getenv("BAGUA_RING_WINDOW"); text && *text) {
+  if (const char* text = env_get("BAGUA_RING_WINDOW"); text && *text) {
     char* end = nullptr;
     long v = std::strtol(text, &end, 10);
     if (*end != '\0' || v < 1 || v > 64) fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_RING_WINDOW='{}' must be 1 to 64", text);

@@ -1,5 +1,7 @@
 #include "topology/host_identity.h"
 
+#include "base/env.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,7 +14,7 @@
 namespace bagua {
 
 std::string detect_host_id() {
-  if (const char* forced = std::getenv("BAGUA_HOST_ID"); forced && *forced) return std::string(forced).substr(0, 200);
+  if (const char* forced = env_get_nonempty("BAGUA_HOST_ID")) return std::string(forced).substr(0, 200);
   std::string boot_id;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
   if (boot_id.empty()) {

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "base/env.h"
 #include "base/error.h"
 #include "base/logging.h"
 
@@ -33,9 +34,9 @@ constexpr const char* kUnneededComponents[] = {"gl", "opencl", "levelzero", "rsm
 // back to its built-in parser, which reads only the plain files that hwloc itself writes.
 bool libxml_plugin_present() {
   for (const char* var : {"HWLOC_LIBXML_IMPORT", "HWLOC_LIBXML"})
-    if (const char* v = std::getenv(var); v && *v) return std::atoi(v) != 0;
+    if (const char* v = env_get_nonempty(var)) return std::atoi(v) != 0;
   std::vector<std::string> dirs;
-  if (const char* path = std::getenv("HWLOC_PLUGINS_PATH"); path && *path) {
+  if (const char* path = env_get_nonempty("HWLOC_PLUGINS_PATH")) {
     std::string rest = path;
     for (size_t colon; (colon = rest.find(':')) != std::string::npos; rest.erase(0, colon + 1))
       dirs.push_back(rest.substr(0, colon));
@@ -134,7 +135,7 @@ MachineTopology MachineTopology::from_xml(const std::string& path) {
 }
 
 MachineTopology MachineTopology::detect() {
-  const char* file = std::getenv("BAGUA_TOPO_FILE");
+  const char* file = env_get("BAGUA_TOPO_FILE");
   std::string path = file && *file ? file : "";
   TopologyPtr topo = load(path, "BAGUA_TOPO_FILE");
   return summarize(topo.get(), path.empty() ? "this machine" : path);
@@ -151,7 +152,7 @@ std::string MachineTopology::describe() const {
 }
 
 int bind_to_numa_node(int node) {
-  if (const char* file = std::getenv("BAGUA_TOPO_FILE"); file && *file) {
+  if (env_get_nonempty("BAGUA_TOPO_FILE")) {
     BAGUA_WARN("BAGUA_BIND=1 ignored: BAGUA_TOPO_FILE describes another machine");
     return -1;
   }

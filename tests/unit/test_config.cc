@@ -1,9 +1,13 @@
-// bagua_config_t validation, NCCL-style: magic and size first; an older caller's smaller struct works.
+// bagua_config_t validation, NCCL-style: magic and size first; an older caller's smaller struct works. The
+// environment table (base/env.h).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <string>
 
+#include "base/env.h"
 #include "base/error.h"
 #include "core/config.h"
 
@@ -108,4 +112,23 @@ TEST_CASE("the agreement hash follows BAGUA_ALGO", "[config]") {
   CHECK(a.agreement_hash() == b.agreement_hash());
   b.algo = "allreduce:ring";
   CHECK(a.agreement_hash() != b.agreement_hash());
+}
+
+TEST_CASE("environment variables are read only through the one table", "[config]") {
+  std::set<std::string> names;
+  for (const EnvSetting& e : env_settings()) {
+    CHECK(names.insert(e.name).second);
+    CHECK(std::string(e.meaning).size() > 0);
+  }
+  CHECK(names.count("BAGUA_TIMEOUT") == 1);
+  setenv("BAGUA_TIMEOUT", "", 1);
+  CHECK(env_get("BAGUA_TIMEOUT") != nullptr);
+  CHECK(env_get_nonempty("BAGUA_TIMEOUT") == nullptr);
+  unsetenv("BAGUA_TIMEOUT");
+  try {
+    env_get("BAGUA_NOT_IN_THE_TABLE");
+    FAIL("an unlisted variable was read");
+  } catch (const Error& e) {
+    CHECK(e.status() == BAGUA_ERR_INTERNAL);
+  }
 }

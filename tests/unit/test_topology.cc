@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "core/comm_layout.h"
 #include "topology/host_identity.h"
 #include "topology/topology.h"
 
@@ -128,4 +129,16 @@ TEST_CASE("local ranks and host numbering from host ids", "[topology]") {
   CHECK(p1.local_size == 1);
   CHECK(p1.host_index == 1);
   CHECK(p3.local_rank == 2);
+}
+
+TEST_CASE("communicator layout: hosts, ring order and local ranks from host ids", "[topology]") {
+  // Ranks dealt round-robin over two hosts, 3 + 1: a b a a.
+  CommLayout layout({"a", "b", "a", "a"}, 2);
+  CHECK(layout.nhosts() == 2);
+  CHECK(layout.local_rank() == 1);
+  CHECK(layout.local_size() == 3);
+  CHECK(layout.host_index() == 0);
+  CHECK(layout.host_of(1) == 1);
+  CHECK(layout.hosts() == std::vector<std::vector<int>>{{0, 2, 3}, {1}});
+  CHECK(layout.ring_order() == std::vector<int>{0, 2, 3, 1});
 }

@@ -2,6 +2,8 @@
 // baseline build. All three produce the same bits (tests/unit/test_reduce.cc compares them).
 #include "kernels/cpu/reduce.h"
 
+#include "base/env.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -39,7 +41,7 @@ const Variant* select_variant() {
       __builtin_cpu_supports("avx512vl"))
     best = CpuKernels::kAvx512;
   // BAGUA_CPU_KERNELS=scalar|avx2|avx512 may lower the choice (never raise it past the CPU).
-  if (const char* forced = std::getenv("BAGUA_CPU_KERNELS")) {
+  if (const char* forced = env_get("BAGUA_CPU_KERNELS")) {
     if (std::strcmp(forced, "scalar") == 0)
       best = CpuKernels::kScalar;
     else if (std::strcmp(forced, "avx2") == 0 && best >= CpuKernels::kAvx2)

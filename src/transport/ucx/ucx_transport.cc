@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/deadline.h"
+#include "base/env.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "transport/cross_memory.h"
@@ -21,13 +22,13 @@ constexpr int kCloseTimeoutMs = 1000;
 // Sets a UCX variable in `config` unless the user set it in the environment (UCX_<name>).
 void default_ucx_setting(ucp_config_t* config, const char* name, const std::string& value) {
   std::string env_name = std::string("UCX_") + name;
-  if (std::getenv(env_name.c_str()) != nullptr) return;
+  if (env_get(env_name.c_str()) != nullptr) return;
   ucs_status_t status = ucp_config_modify(config, name, value.c_str());
   if (status != UCS_OK) BAGUA_WARN("could not set UCX_{}={}: {}", name, value, ucs_status_string(status));
 }
 
 bool shared_memory_allowed() {
-  const char* tls = std::getenv("UCX_TLS");
+  const char* tls = env_get("UCX_TLS");
   if (tls == nullptr || *tls == '\0' || tls[0] == '^') return true;  // all, or all but an exclusion list
   std::string list = tls;
   for (const char* name : {"all", "sm", "shm", "mm", "sysv", "posix"}) {
@@ -62,7 +63,7 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) fail_ucx(status, "ucp_config_read");
-  // Peer error handling normally drops shared memory; MM_ERROR_HANDLING keeps it (DESIGN.md). UCX warns
+  // Peer error handling normally drops shared memory; MM_ERROR_HANDLING keeps it (docs/transport.md). UCX warns
   // about the setting when UCX_TLS leaves out every shared-memory transport, so only set it when one is in.
   if (shared_memory_allowed()) default_ucx_setting(config, "MM_ERROR_HANDLING", "y");
   // UCX's 20 s keepalive is far longer than our timeouts.
@@ -362,7 +363,7 @@ Bytes UcxTransport::single_copy_probe_blob() {
 }
 
 bool UcxTransport::single_copy_probe(const std::vector<Bytes>& blobs, const std::vector<bool>& same_host) {
-  if (const char* off = std::getenv("BAGUA_CMA"); off && std::strcmp(off, "0") == 0) return false;
+  if (const char* off = env_get("BAGUA_CMA"); off && std::strcmp(off, "0") == 0) return false;
   for (int peer = 0; peer < static_cast<int>(blobs.size()); ++peer) {
     if (peer == rank_ || !same_host[peer]) continue;
     Reader r(blobs[peer], "probe");

@@ -1,0 +1,201 @@
+// Comm, initialisation: joining the job at the rendezvous root, forming the communicator (bootstrap ring,
+// layout, transport, the single-copy vote) and splitting it.
+#include "core/comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <new>
+#include <thread>
+
+#include <sched.h>
+
+#include "base/backoff.h"
+#include "base/logging.h"
+#include "base/scratch_cache.h"
+#include "bootstrap/root_server.h"
+#include "topology/topology.h"
+#include "transport/ucx/ucx_transport.h"
+
+namespace bagua {
+
+namespace {
+// Slack past the timeout so that the root's report, which names the missing ranks, arrives first.
+constexpr int kInitSlackMs = 800;
+
+std::string read_root_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Connects to the root, reading BAGUA_ROOT_FILE again after each failed attempt (it may be stale).
+Socket connect_root(const RootLocation& root, Deadline deadline, const std::atomic<bool>* stop) {
+  if (root.root_file.empty()) return Socket::connect(root.address, deadline, stop);
+  for (;;) {
+    std::string text = read_root_file(root.root_file);
+    if (!text.empty()) {
+      try {
+        return Socket::connect(SockAddr::parse(text), deadline.earlier(Deadline::after_ms(500)), stop);
+      } catch (const Error& e) {
+        if (e.status() == BAGUA_ERR_ABORTED) throw;
+      }
+    }
+    if (deadline.expired())
+      fail(BAGUA_ERR_TIMEOUT, "BAGUA_ROOT_FILE '{}' did not name a reachable rendezvous root within the timeout{}",
+           root.root_file, text.empty() ? " (the file is missing or empty: is rank 0 running?)" : "");
+    if (stop && stop->load()) fail(BAGUA_ERR_ABORTED, "aborted while waiting for the rendezvous root");
+    usleep(50 * 1000);
+  }
+}
+}  // namespace
+
+RankInfo local_rank_info(const Socket& listener) {
+  RankInfo info;
+  info.host_id = detect_host_id();
+  char hostname[256] = {0};
+  gethostname(hostname, sizeof(hostname) - 1);
+  info.hostname = hostname;
+  info.pid = static_cast<uint32_t>(getpid());
+  info.listen_addr = listener.local_address().str();
+  return info;
+}
+
+std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& root, const Config& config) {
+  set_log_rank(rank);
+  Deadline deadline = Deadline::after_ms(static_cast<long long>(config.timeout_ms) + kInitSlackMs);
+  std::atomic<bool> never(false);
+
+  Socket root_sock = connect_root(root, deadline, &never);
+  // Listen for the ring on the interface that reaches the root, unless BAGUA_SOCKET_IFNAME says otherwise.
+  SockAddr listen_addr;
+  if (!socket_ifname_address(&listen_addr)) listen_addr = root_sock.local_address();
+  listen_addr.set_port(0);
+  Socket listener = Socket::listen(listen_addr);
+
+  JoinRequest request;
+  request.group_key = root.group_key;
+  request.rank = rank;
+  request.nranks = nranks;
+  request.config_hash = config.agreement_hash();
+  request.timeout_ms = config.timeout_ms;
+  request.info = local_rank_info(listener);
+  JobTable table = join_job(root_sock, root.secret, request, deadline, &never);
+  root_sock.close();
+  return form(rank, table, std::move(listener), root.secret, config, deadline);
+}
+
+std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listener, const Bytes& secret,
+                                 const Config& config, Deadline deadline) {
+  std::unique_ptr<Comm> comm(new Comm());
+  int nranks = static_cast<int>(table.ranks.size());
+  comm->rank_ = rank;
+  comm->nranks_ = nranks;
+  comm->config_ = config;
+  comm->secret_ = secret;
+  comm->listen_ip_ = listener.local_address();
+  comm->listen_ip_.set_port(0);
+  comm->comm_id_ = table.comm_id;
+  comm->ranks_ = table.ranks;
+  std::vector<std::string> host_ids;
+  for (const RankInfo& info : table.ranks) host_ids.push_back(info.host_id);
+  comm->layout_ = CommLayout(host_ids, rank);
+
+  comm->ring_ = BootstrapRing::connect(rank, table, std::move(listener), secret, deadline, &comm->abort_requested_);
+  if (config.bind_numa) {
+    int node = bind_to_numa_node(comm->local_rank());
+    if (node >= 0) BAGUA_INFO("bound to NUMA node {} (BAGUA_BIND=1)", node);
+  }
+
+  // One UCX worker per communicator; worker addresses travel over the bootstrap ring.
+  comm->transport_ = std::make_unique<UcxTransport>(rank, nranks, config.timeout_ms, config.single_copy_bytes);
+  std::vector<Bytes> addresses = comm->ring_->allgather(comm->transport_->local_address(), deadline);
+  comm->transport_->connect(addresses);
+  // Single-copy transfers between ranks of a host, when every rank can read its host peers' memory.
+  std::vector<bool> same_host(nranks);
+  for (int r = 0; r < nranks; ++r) same_host[r] = r != rank && table.ranks[r].host_id == table.ranks[rank].host_id;
+  std::vector<Bytes> probes = comm->ring_->allgather(comm->transport_->single_copy_probe_blob(), deadline);
+  Bytes verdict = {static_cast<uint8_t>(comm->transport_->single_copy_probe(probes, same_host) ? 1 : 0)};
+  bool everyone_can = true;
+  for (const Bytes& v : comm->ring_->allgather(verdict, deadline)) everyone_can = everyone_can && v[0] == 1;
+  if (everyone_can) comm->transport_->enable_single_copy(same_host);
+  comm->cross_memory_ = everyone_can;
+  BAGUA_DEBUG("single-copy transfers between host peers: {}", everyone_can ? "on" : "off");
+  comm->send_sequence_.assign(nranks, 0);
+  comm->recv_sequence_.assign(nranks, 0);
+  if (Logger::instance().enabled(LogLevel::kDebug)) BAGUA_DEBUG("transport lanes:\n{}", comm->transport_->describe());
+  BAGUA_INFO("communicator {:#x}{}: rank {} of {}, local rank {} of {} on host {} of {}", comm->comm_id_,
+             config.comm_name.empty() ? "" : " (" + config.comm_name + ")", rank, nranks, comm->local_rank(),
+             comm->local_size(), comm->layout_.host_index(), comm->nhosts());
+  return comm;
+}
+
+std::unique_ptr<Comm> Comm::split(int color, int key) {
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  check_usable();
+  if (!active_.empty())
+    fail(BAGUA_ERR_INVALID_USAGE, "{} operation(s) still in flight: finish them (bagua_wait) before bagua_comm_split",
+         active_.size());
+  Deadline deadline = op_deadline();
+  uint64_t split_index = split_count_++;
+  try {
+    // Everyone publishes (color, key) and, when it takes part, a fresh listener for the child's ring.
+    Socket listener;
+    Writer w;
+    w.i32(color);
+    w.i32(key);
+    if (color != BAGUA_SPLIT_NOCOLOR) {
+      listener = Socket::listen(listen_ip_);
+      RankInfo info = local_rank_info(listener);
+      w.str(info.host_id);
+      w.str(info.hostname);
+      w.u32(info.pid);
+      w.str(info.listen_addr);
+    }
+    std::vector<Bytes> blobs = ring_->allgather(w.out(), deadline);
+    if (color == BAGUA_SPLIT_NOCOLOR) return nullptr;
+    struct Member {
+      int key;
+      int old_rank;
+      RankInfo info;
+    };
+    std::vector<Member> members;
+    for (int r = 0; r < nranks_; ++r) {
+      Reader rd(blobs[r], "split announcement");
+      int their_color = rd.i32();
+      int their_key = rd.i32();
+      if (their_color != color) continue;
+      Member m{their_key, r, {}};
+      m.info.host_id = rd.str(256);
+      m.info.hostname = rd.str(256);
+      m.info.pid = rd.u32();
+      m.info.listen_addr = rd.str(256);
+      members.push_back(std::move(m));
+    }
+    std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
+      return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank;
+    });
+    JobTable table;
+    // Identical on every member: parent id, split ordinal and color.
+    table.comm_id = (comm_id_ * 0x9e3779b97f4a7c15ull) ^ ((split_index + 1) * 0xbf58476d1ce4e5b9ull) ^
+                    (static_cast<uint64_t>(static_cast<uint32_t>(color)) * 0x94d049bb133111ebull);
+    int new_rank = -1;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i].old_rank == rank_) new_rank = static_cast<int>(i);
+      table.ranks.push_back(members[i].info);
+    }
+    Config child_config = config_;
+    return form(new_rank, table, std::move(listener), secret_, child_config, deadline);
+  } catch (const Error& e) {
+    bagua_status_t status = abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status();
+    if (is_poisoning(status)) {
+      fail_everything(status, e.what());
+      check_usable();
+    }
+    throw;
+  }
+}
+
+}  // namespace bagua
