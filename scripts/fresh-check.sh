@@ -150,8 +150,13 @@ for t in "${skipped[@]}"; do
   case "$t" in cuda_*) [ $gpu = 0 ] && continue ;; esac
   bad+=("$t")
 done
-[ ${#bad[@]} = 0 ] || die "tests skipped in the clean root: ${bad[*]}. They need something that scripts/install-deps.sh does
-not install (a package, a capability the scripts probe for); run them in the root by hand to see which."
+if [ ${#bad[@]} != 0 ]; then
+  echo "fresh-check: tests skipped in the clean root that run elsewhere: ${bad[*]}" >&2
+  echo "fresh-check: what they said (build/Testing/Temporary/LastTest.log):" >&2
+  grep -h -i 'skipping' "$work/root/root/bagua/build/Testing/Temporary/LastTest.log" 2>/dev/null | sort -u |
+    sed 's/^/  /' >&2 || true
+  die "something these tests need is not installed by scripts/install-deps.sh (a package or a tool they probe for)"
+fi
 if [ -n "$cuda" ]; then
   [ -x "$work/root/root/bagua/build/bin/cuda_kernels" ] ||
     die "nvcc exists ($cuda) but the CUDA targets did not build: see build/configure.log in a local build"

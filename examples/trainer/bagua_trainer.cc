@@ -389,7 +389,8 @@ int main(int argc, char** argv) {
     for (int s = 0; s < steps_per_epoch; ++s, ++step) {
       // This rank's slice of global batch s.
       size_t begin = static_cast<size_t>(s) * o.batch + static_cast<size_t>(rank) * local_batch;
-      const bool compressed_momentum = (o.algorithm == "qadam" || o.algorithm == "onebit_adam") && step >= o.warmup;
+      const bool compressed_momentum =
+          (o.algorithm == "qadam" || o.algorithm == "onebit_adam") && step >= static_cast<uint64_t>(o.warmup);
       // Each bucket's job once backward has produced it: average the gradient, or (after warm-up) update and
       // average the momentum.
       auto bucket_job = [&](Bucket& b) {

@@ -20,9 +20,7 @@ extern "C" {
 #define BAGUA_API
 #endif
 
-#define BAGUA_VERSION_MAJOR 0
-#define BAGUA_VERSION_MINOR 1
-#define BAGUA_VERSION_PATCH 0
+#include "bagua/version.h" /* BAGUA_VERSION_MAJOR, _MINOR, _PATCH, generated from project(VERSION) */
 #define BAGUA_VERSION(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 #define BAGUA_VERSION_CODE BAGUA_VERSION(BAGUA_VERSION_MAJOR, BAGUA_VERSION_MINOR, BAGUA_VERSION_PATCH)
 

@@ -1,4 +1,4 @@
-// UCX tag layout (DESIGN.md: tags carry the communicator, the operation sequence number and its kind):
+// UCX tag layout (docs/transport.md; tags carry the communicator, the operation sequence number and its kind):
 //   63..60 kind | 59..48 communicator id (low 12 bits) | 47..32 sequence | 31..20 step | 19..0 source rank
 // Collectives number their sequence per communicator (every rank calls them in the same order); point to
 // point numbers it per ordered pair of ranks. A mismatch between ranks shows up as tags that never match.

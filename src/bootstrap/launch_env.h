@@ -1,4 +1,4 @@
-// Reads how this process was launched, for bagua_comm_init_from_env. Precedence (DESIGN.md):
+// Reads how this process was launched, for bagua_comm_init_from_env. Precedence (docs/architecture.md):
 // BAGUA_* variables, then torchrun, then Open MPI, then Slurm. Root address: BAGUA_ROOT_ADDR, else
 // MASTER_ADDR:(MASTER_PORT+1), else BAGUA_ROOT_FILE.
 #pragma once

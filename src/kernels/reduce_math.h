@@ -1,4 +1,4 @@
-// The reduction arithmetic of DESIGN.md, written once for the CPU loops and the CUDA kernels:
+// The reduction arithmetic (docs/architecture.md, "Semantics"), written once for the CPU loops and the CUDA kernels:
 // integers wrap (computed unsigned); any floating NaN result is the canonical quiet NaN (which payload
 // survives NaN + NaN depends on operand order, which compilers may swap); min and max propagate NaN from
 // either side. avg is a sum here; the division happens after (divide_value).

@@ -1,6 +1,7 @@
 #!/bin/bash
-# cmake --install into a temporary prefix, then build and run a consumer that uses find_package(bagua);
-# also checks that libbagua.so exports nothing but bagua_* symbols.
+# cmake --install into a temporary prefix, then build and run a consumer that uses find_package(bagua), and the
+# same consumer built with pkg-config (bagua.pc); also checks that libbagua.so exports nothing but bagua_* symbols
+# and that the installed header's version (generated from project(VERSION)) is the library's.
 set -euo pipefail
 BUILD=$1
 SRC=$2
@@ -32,6 +33,7 @@ int main(void) {
   if (bagua_get_unique_id(&id) != BAGUA_SUCCESS) return 1;
   if (bagua_comm_init_rank(&comm, 1, id, 0) != BAGUA_SUCCESS) { puts(bagua_get_last_error(NULL)); return 1; }
   if (bagua_barrier(comm, NULL) != BAGUA_SUCCESS) return 1;
+  if (bagua_get_version() != BAGUA_VERSION_CODE) { puts("header and library versions differ"); return 1; }
   printf("consumer linked bagua %d\n", bagua_get_version());
   return bagua_comm_destroy(comm) == BAGUA_SUCCESS ? 0 : 1;
 }
@@ -39,4 +41,13 @@ C
 cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/consumer/build" >/dev/null
 LD_LIBRARY_PATH="$(dirname "$lib")" "$tmp/consumer/build/consumer"
-echo "install + find_package: ok"
+
+pcdir=$(dirname "$lib")/pkgconfig
+[ -f "$pcdir/bagua.pc" ] || { echo "FAIL: no bagua.pc in $pcdir"; exit 1; }
+flags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs bagua)
+cc -std=c99 "$tmp/consumer/main.c" -o "$tmp/consumer/pc_consumer" $flags
+LD_LIBRARY_PATH="$(dirname "$lib")" "$tmp/consumer/pc_consumer"
+project_version=$(sed -n 's/^project(bagua VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
+[ "$(PKG_CONFIG_PATH="$pcdir" pkg-config --modversion bagua)" = "$project_version" ] ||
+  { echo "FAIL: bagua.pc version differs from project(VERSION) $project_version"; exit 1; }
+echo "install + find_package + pkg-config: ok"

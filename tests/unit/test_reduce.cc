@@ -1,4 +1,4 @@
-// CPU reductions and fp16/bf16 conversions: the arithmetic rules of DESIGN.md, bit for bit.
+// CPU reductions and fp16/bf16 conversions: the arithmetic rules of docs/architecture.md, bit for bit.
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // CPU reductions. One set of loops (reduce_impl.h) compiled for the baseline, AVX2 and AVX-512, chosen at
 // run time; the scalar build is the reference the others (and CUDA) must match bit for bit.
-// Arithmetic rules (DESIGN.md): integers wrap (computed unsigned); avg is sum here and divide_by() after;
+// Arithmetic rules (docs/architecture.md): integers wrap (computed unsigned); avg is sum here and divide_by() after;
 // fp16/bf16 go through fp32 and are rounded once per call. A NaN result, from any op (min and max
 // propagate a NaN from either input), is the canonical positive quiet NaN of the type: 0x7fc00000,
 // 0x7ff8000000000000, fp16 0x7e00, bf16 0x7fc0.
