@@ -1,6 +1,6 @@
 // A collective as a list of rounds. In each round every receive and send is posted at once; when all are
-// done, the round's local steps run in order (reductions, copies). Builders in *_algorithms.cc emit rounds;
-// ScheduleOp runs them. Rank arithmetic stays in patterns/.
+// done, the round's local steps run in order (reductions, copies). Builders (one file per algorithm, under
+// src/algorithms/<collective>/) emit rounds; ScheduleOp runs them. Rank arithmetic stays in patterns/.
 //
 // Tags: the step field carries (round << 6 | k) where k counts the messages between the same two ranks in
 // that round, in the order the builder emits them on both sides (at most 64). Rounds run one after another,
