@@ -39,4 +39,8 @@ double CostTerms::round(double msg) const {
          (msg >= static_cast<double>(model.single_copy_limit) ? model.single_copy_us : 0.0);
 }
 
+double CostTerms::leader_tree() const {
+  return 2 * alpha + (L - 1) * m * beta_intra + std::ceil(std::log2(H)) * (alpha + m * beta_inter);
+}
+
 }  // namespace bagua

@@ -53,6 +53,8 @@ struct CostTerms {
   // Hierarchical terms: what each host sends to the others, and a ring reduce-scatter + allgather in a host.
   double inter() const { return 2.0 * (H - 1) / H * m * beta_inter; }
   double intra_rs_ag() const { return 2 * (L - 1) * alpha + 2 * (L - 1) / L * m * beta_intra; }
+  // Rooted collectives through host leaders: one step inside the root's host, a binomial tree among leaders.
+  double leader_tree() const;
 };
 
 }  // namespace bagua

@@ -40,8 +40,7 @@ double cost(const CostTerms& t) {
 }  // namespace
 
 extern const AlgorithmEntry kAllreduceHierLeader;
-const AlgorithmEntry kAllreduceHierLeader{Collective::kAllreduce, "hier_leader",
-                                          [](int, const HostLayout& hosts) { return hosts.size() >= 2; }, cost,
+const AlgorithmEntry kAllreduceHierLeader{Collective::kAllreduce, "hier_leader", on_several_hosts, cost,
                                           run_schedule<allreduce_hierarchical_leader>};
 
 }  // namespace bagua

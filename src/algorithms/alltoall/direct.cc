@@ -11,10 +11,7 @@ namespace {
 std::unique_ptr<Schedule> alltoall_direct(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   const int n = ctx.nranks, r = ctx.rank;
-  AlltoallLayout l = alltoall_layout(a, n);
-  auto* src = static_cast<const uint8_t*>(a.sendbuf);
-  auto* out = static_cast<uint8_t*>(a.recvbuf);
-  s->prologue().push_back(copy_step(out + l.recv_off(r), src + l.send_off(r), l.send_bytes(r)));
+  auto [l, src, out] = alltoall_start(*s, a, n, r);
   if (n == 1) return s;
   Round& round = s->round();
   for (int peer = 0; peer < n; ++peer) {

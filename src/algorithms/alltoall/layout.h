@@ -1,8 +1,10 @@
+// Shared by the alltoall(v) algorithms: where each peer's block sits in sendbuf and recvbuf.
 #pragma once
 
 #include <functional>
 
 #include "algorithms/collective_args.h"
+#include "algorithms/schedule.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
@@ -21,6 +23,18 @@ inline AlltoallLayout alltoall_layout(const CollectiveArgs& a, int n) {
   (void)n;
   return {[=](int p) { return p * block; }, [=](int) { return block; }, [=](int p) { return p * block; },
           [=](int) { return block; }};
+}
+
+// The blocks of a call, with this rank's own block already copied in the schedule's prologue.
+struct AlltoallBlocks {
+  AlltoallLayout layout;
+  const uint8_t* src;
+  uint8_t* out;
+};
+inline AlltoallBlocks alltoall_start(Schedule& s, const CollectiveArgs& a, int n, int r) {
+  AlltoallBlocks b{alltoall_layout(a, n), static_cast<const uint8_t*>(a.sendbuf), static_cast<uint8_t*>(a.recvbuf)};
+  s.prologue().push_back(copy_step(b.out + b.layout.recv_off(r), b.src + b.layout.send_off(r), b.layout.send_bytes(r)));
+  return b;
 }
 
 }  // namespace bagua

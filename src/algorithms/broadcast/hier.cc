@@ -1,7 +1,5 @@
 // Hierarchical broadcast (hierarchical/groups.h): binomial tree among host leaders (the root leads its host),
 // then each leader broadcasts inside its host.
-#include <cmath>
-
 #include "algorithms/hierarchical/groups.h"
 #include "algorithms/patterns/binomial.h"
 #include "algorithms/registry.h"
@@ -37,15 +35,12 @@ std::unique_ptr<Schedule> broadcast_hierarchical(const CollectiveArgs& a, const 
   return s;
 }
 
-double cost(const CostTerms& t) {
-  return 2 * t.alpha + (t.L - 1) * t.m * t.beta_intra + std::ceil(std::log2(t.H)) * (t.alpha + t.m * t.beta_inter);
-}
+double cost(const CostTerms& t) { return t.leader_tree(); }
 
 }  // namespace
 
 extern const AlgorithmEntry kBroadcastHier;
-const AlgorithmEntry kBroadcastHier{Collective::kBroadcast, "hier",
-                                    [](int, const HostLayout& hosts) { return hosts.size() >= 2; }, cost,
+const AlgorithmEntry kBroadcastHier{Collective::kBroadcast, "hier", on_several_hosts, cost,
                                     run_schedule<broadcast_hierarchical>};
 
 }  // namespace bagua

@@ -20,6 +20,9 @@
 
 namespace bagua {
 
+// AlgorithmEntry::supports of the leader-based algorithms: any layout of two hosts or more.
+inline bool on_several_hosts(int, const HostLayout& hosts) { return hosts.size() >= 2; }
+
 struct Place {
   int host = 0;   // index into ctx.hosts
   int local = 0;  // index into ctx.hosts[host]

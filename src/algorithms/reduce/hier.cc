@@ -1,7 +1,5 @@
 // Hierarchical reduce (hierarchical/groups.h): each host reduces to its leader (the root leads its host), then
 // a binomial tree among leaders.
-#include <cmath>
-
 #include "algorithms/hierarchical/groups.h"
 #include "algorithms/patterns/binomial.h"
 #include "algorithms/registry.h"
@@ -43,15 +41,12 @@ std::unique_ptr<Schedule> reduce_hierarchical(const CollectiveArgs& a, const Sch
   return s;
 }
 
-double cost(const CostTerms& t) {
-  return 2 * t.alpha + (t.L - 1) * t.m * t.beta_intra + std::ceil(std::log2(t.H)) * (t.alpha + t.m * t.beta_inter);
-}
+double cost(const CostTerms& t) { return t.leader_tree(); }
 
 }  // namespace
 
 extern const AlgorithmEntry kReduceHier;
-const AlgorithmEntry kReduceHier{Collective::kReduce, "hier",
-                                 [](int, const HostLayout& hosts) { return hosts.size() >= 2; }, cost,
+const AlgorithmEntry kReduceHier{Collective::kReduce, "hier", on_several_hosts, cost,
                                  run_schedule<reduce_hierarchical>};
 
 }  // namespace bagua
