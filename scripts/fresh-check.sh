@@ -55,12 +55,14 @@ debs="$cache/debs-$key"
 mkdir -p "$debs/partial"
 
 work=""
+inner=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   set +e
+  # The commands running in the root: their whole process group, then anything still rooted there.
+  [ -n "$inner" ] && kill -TERM -- "-$inner" 2>/dev/null && sleep 1 && kill -KILL -- "-$inner" 2>/dev/null
   if [ -n "$work" ] && [ -d "$work" ]; then
-    # Processes still running in the root (a test's leftovers) go first.
     for p in /proc/[0-9]*; do
       [ "$(readlink "$p/root" 2>/dev/null)" = "$work/root" ] && kill -9 "${p#/proc/}" 2>/dev/null || true
     done
@@ -78,7 +80,7 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'echo "fresh-check: interrupted; removing what it made" >&2; exit 130' INT TERM
 
 if [ ! -f "$base" ]; then
   say "building a minimal Debian $suite root (mmdebstrap --variant=minbase; cached in $cache)"
@@ -103,8 +105,8 @@ cuda=""
 [ -x /usr/local/cuda/bin/nvcc ] && cuda=$(readlink -f /usr/local/cuda)
 
 # Everything below runs in a private mount namespace: its mounts never show on the host and vanish with it.
-rc=0
-unshare --mount --propagation private bash -s "$work/root" "$debs" "$cuda" <<'INSIDE' || rc=$?
+# In the background (its own process group) and waited for, so that an interrupt reaches the trap at once.
+setsid --wait unshare --mount --propagation private bash -s "$work/root" "$debs" "$cuda" <<'INSIDE' &
 set -euo pipefail
 root=$1 debs=$2 cuda=$3
 # The root must be a mount point: `ip netns exec` makes / a slave mount, which fails on a plain folder.
@@ -138,6 +140,10 @@ for cmd in scripts/run.sh scripts/test.sh; do
 done
 exit $status
 INSIDE
+inner=$!
+rc=0
+wait "$inner" || rc=$?
+inner=""
 [ $rc = 0 ] || die "a README command failed in the clean root (see above). If it is a missing package, add it to scripts/install-deps.sh"
 
 # A test that skips inside but would run on a developer's machine means something is missing from the install.
