@@ -121,6 +121,17 @@ void check_collective_args(const Comm& comm, CollectiveArgs& a) {
        "sendbuf and recvbuf overlap but are not in place (see the in-place rule of this call)");
 }
 
+void check_allreduce_buffers(const Comm& comm, const void* sendbuf, void* recvbuf, size_t count,
+                             bagua_datatype_t dtype) {
+  CollectiveArgs args;
+  args.collective = Collective::kAllreduce;
+  args.sendbuf = sendbuf;
+  args.recvbuf = recvbuf;
+  args.count = count;
+  args.dtype = dtype;
+  check_collective_args(comm, args);
+}
+
 ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op) {
   return ScheduleContext{comm.rank(),
                          comm.size(),

@@ -19,6 +19,10 @@ namespace bagua {
 // memory) with no side effect. The dispatcher calls it; the relaxations call it for their own buffers.
 void check_collective_args(const Comm& comm, CollectiveArgs& args);
 
+// The buffers of an allreduce-shaped call (a relaxation): count elements in and out, in place when equal.
+void check_allreduce_buffers(const Comm& comm, const void* sendbuf, void* recvbuf, size_t count,
+                             bagua_datatype_t dtype);
+
 // The context of the next operation on comm: takes its sequence number, so build nothing that can fail after.
 ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op);
 

@@ -3,6 +3,7 @@
 
 #include "algorithms/quantized/codec.h"
 #include "algorithms/quantized/quantized_allreduce.h"
+#include "algorithms/dispatch.h"
 #include "api/api_guard.h"
 #include "api/op_helpers.h"
 #include "kernels/dtype.h"
@@ -29,11 +30,7 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     check_redop(op);
     fail(BAGUA_ERR_INVALID_ARGUMENT, "quantized allreduce takes BAGUA_SUM or BAGUA_AVG");
   }
-  size_t bytes = checked_bytes(count, dtype, "count");
-  check_buffer(sendbuf, bytes, "sendbuf");
-  check_buffer(recvbuf, bytes, "recvbuf");
-  if (sendbuf != recvbuf && overlap(sendbuf, bytes, recvbuf, bytes))
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "sendbuf and recvbuf overlap but are not equal (in place)");
+  check_allreduce_buffers(comm, sendbuf, recvbuf, count, dtype);
   if (state == nullptr && codec.error_feedback())
     fail(BAGUA_ERR_INVALID_ARGUMENT, "error feedback needs a state from bagua_qstate_create");
   if (state != nullptr) {

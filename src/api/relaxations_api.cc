@@ -39,11 +39,7 @@ std::unique_ptr<Operation> make_neighbor(bagua_comm* handle, const void* sendbuf
   require_pointer(topo, "topo");
   if (topo->comm != handle) fail(BAGUA_ERR_INVALID_ARGUMENT, "topo was created for another communicator");
   check_gossip_dtype(dtype);
-  size_t bytes = checked_bytes(count, dtype, "count");
-  check_buffer(sendbuf, bytes, "sendbuf");
-  check_buffer(recvbuf, bytes, "recvbuf");
-  if (sendbuf != recvbuf && overlap(sendbuf, bytes, recvbuf, bytes))
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "sendbuf and recvbuf overlap but are not equal (in place)");
+  check_allreduce_buffers(comm, sendbuf, recvbuf, count, dtype);
   comm.check_usable();
   return build_neighbor_allreduce(comm, topo->impl, NeighborArgs{sendbuf, recvbuf, count, dtype, step});
 }
