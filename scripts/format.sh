@@ -5,8 +5,11 @@ cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "format: clang-format is not installed (apt-get install clang-format)" >&2; exit 1; }
 mapfile -t files < <(git ls-files '*.h' '*.cc' '*.c' '*.cu' '*.cuh')
 if [ "${1:-}" = --check ]; then
-  clang-format --dry-run --Werror "${files[@]}" 2>&1 | grep -o '^[^:]*:[0-9]*:[0-9]*: error' | cut -d: -f1 | sort -u |
-    sed 's/^/format: differs from .clang-format: /' | grep . && exit 1
+  differing=$(clang-format --dry-run "${files[@]}" 2>&1 | sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: warning: code should be clang-formatted.*/\1/p' | sort -u)
+  if [ -n "$differing" ]; then
+    echo "$differing" | sed 's/^/format: differs from .clang-format (scripts\/format.sh fixes it): /' >&2
+    exit 1
+  fi
   echo "format: ${#files[@]} files match .clang-format"
 else
   clang-format -i "${files[@]}"

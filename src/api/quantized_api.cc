@@ -1,9 +1,9 @@
 // extern "C" entry points of the quantized allreduce and its state.
 #include <memory>
 
+#include "algorithms/dispatch.h"
 #include "algorithms/quantized/codec.h"
 #include "algorithms/quantized/quantized_allreduce.h"
-#include "algorithms/dispatch.h"
 #include "api/api_guard.h"
 #include "api/op_helpers.h"
 #include "kernels/dtype.h"
