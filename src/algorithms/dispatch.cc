@@ -94,7 +94,8 @@ void check_collective_args(const Comm& comm, CollectiveArgs& a) {
   if (a.collective == Collective::kAlltoallv) return check_alltoallv(comm, a);
 
   const size_t block = checked_bytes(a.count, a.dtype, rule.count_name);
-  const size_t all = checked_bytes(a.count, a.dtype, rule.count_name, n);
+  const bool per_rank = rule.send == B::kPerRank || rule.recv == B::kPerRank;
+  const size_t all = per_rank ? checked_bytes(a.count, a.dtype, rule.count_name, n) : block;
   const size_t send_bytes = rule.send == B::kPerRank ? all : block;
   const size_t recv_bytes = rule.recv == B::kPerRank ? all : block;
   const bool has_send = rule.send_on == On::kAll || r == a.root;
