@@ -100,8 +100,14 @@ void check_collective_args(const Comm& comm, CollectiveArgs& a) {
   const size_t recv_bytes = rule.recv == B::kPerRank ? all : block;
   const bool has_send = rule.send_on == On::kAll || r == a.root;
   const bool has_recv = rule.recv_on == On::kAll || r == a.root;
-  if (has_send) check_buffer(a.sendbuf, send_bytes, "sendbuf");
-  if (has_recv) check_buffer(a.recvbuf, recv_bytes, "recvbuf");
+  // The buffer every rank passes is checked first (which error wins when both are bad).
+  if (rule.send_on == On::kRoot) {
+    if (has_recv) check_buffer(a.recvbuf, recv_bytes, "recvbuf");
+    if (has_send) check_buffer(a.sendbuf, send_bytes, "sendbuf");
+  } else {
+    if (has_send) check_buffer(a.sendbuf, send_bytes, "sendbuf");
+    if (has_recv) check_buffer(a.recvbuf, recv_bytes, "recvbuf");
+  }
   if (!has_send || !has_recv || !overlap(a.sendbuf, send_bytes, a.recvbuf, recv_bytes)) return;
   switch (rule.in_place) {
     case IP::kNever:
@@ -115,8 +121,8 @@ void check_collective_args(const Comm& comm, CollectiveArgs& a) {
       break;
     case IP::kRecvInSend:
       if (a.recvbuf == at(a.sendbuf, r * block)) return;
-      fail(BAGUA_ERR_INVALID_ARGUMENT, "recvbuf overlaps sendbuf but is not sendbuf + rank * {} (in place)",
-           rule.count_name);
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "recvbuf overlaps sendbuf but is not sendbuf + {} * {} (in place)",
+           rule.rooted ? "root" : "rank", rule.count_name);
   }
   fail(BAGUA_ERR_INVALID_ARGUMENT,
        "sendbuf and recvbuf overlap but are not in place (see the in-place rule of this call)");

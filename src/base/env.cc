@@ -7,51 +7,55 @@
 
 namespace bagua {
 
-const std::vector<EnvSetting>& env_settings() {
-  static const std::vector<EnvSetting> kSettings = {
-      {"BAGUA_RANK", "this rank", "launcher"},
-      {"BAGUA_WORLD_SIZE", "number of ranks", "launcher"},
-      {"BAGUA_LOCAL_RANK", "rank on this host (checked against the detected layout)", "launcher"},
-      {"BAGUA_LOCAL_SIZE", "ranks on this host", "launcher"},
-      {"BAGUA_ROOT_ADDR", "host:port of the rendezvous root", "launcher"},
-      {"BAGUA_ROOT_HOSTED", "1: the launcher serves the rendezvous (bagua-run)", "launcher"},
-      {"BAGUA_ROOT_FILE", "file where rank 0 writes the root address and the others read it", "user"},
-      {"BAGUA_SECRET", "hex job secret for HMAC authentication of the bootstrap", "launcher"},
-      {"BAGUA_TIMEOUT", "seconds any wait may take (default 30)", "user"},
-      {"BAGUA_LOG_LEVEL", "none, error, warn (default), info, debug, trace", "user"},
-      {"BAGUA_LOG_FILE", "log file instead of stderr; %h host, %p pid", "user"},
-      {"BAGUA_SOCKET_IFNAME", "network interface (name or prefix) for bootstrap sockets", "user"},
-      {"BAGUA_ALGO", "algorithm override, e.g. allreduce:0-64K:rd,64K-:ring;broadcast:tree", "user"},
-      {"BAGUA_HOST_ID", "override of the host identity (boot id + IPC namespace)", "user"},
-      {"BAGUA_TOPO_FILE", "hwloc XML standing in for this machine", "user"},
-      {"BAGUA_BIND", "1: bind each rank's threads to its NUMA node", "user"},
-      {"BAGUA_CPU_KERNELS", "scalar or avx2: use slower CPU reduction loops than the CPU allows", "user"},
-      {"BAGUA_CMA", "0: no cross-memory attach between ranks of a host (no single-copy, no direct allreduce)", "user"},
-      {"BAGUA_RING_SEGMENT", "bytes per segment of the pipelined ring allreduce (default 512K)", "user"},
-      {"BAGUA_RING_WINDOW", "segments of the ring allreduce in flight at once (default 4)", "user"},
-      {"BAGUA_SINGLE_COPY_MIN", "smallest message sent by single-copy between ranks of a host", "user"},
-      {"BAGUA_INTER_HOST_GBPS", "GB/s between hosts, for the cost model (default 1.25)", "user"},
-      {"RANK", "this rank, when BAGUA_RANK is unset", "torchrun"},
-      {"WORLD_SIZE", "number of ranks, when BAGUA_WORLD_SIZE is unset", "torchrun"},
-      {"LOCAL_RANK", "rank on this host", "torchrun"},
-      {"MASTER_ADDR", "rendezvous host; bagua uses port MASTER_PORT+1", "torchrun"},
-      {"MASTER_PORT", "torchrun's store port; bagua's root listens on the next one", "torchrun"},
-      {"OMPI_COMM_WORLD_RANK", "this rank, under mpirun", "Open MPI"},
-      {"OMPI_COMM_WORLD_SIZE", "number of ranks, under mpirun", "Open MPI"},
-      {"OMPI_COMM_WORLD_LOCAL_RANK", "rank on this host, under mpirun", "Open MPI"},
-      {"SLURM_PROCID", "this rank, under srun", "Slurm"},
-      {"SLURM_NTASKS", "number of ranks, under srun", "Slurm"},
-      {"SLURM_LOCALID", "rank on this host, under srun", "Slurm"},
-      {"UCX_TLS", "UCX transports; bagua keeps shared-memory error handling only when it allows shared memory", "UCX"},
-      {"UCX_MM_ERROR_HANDLING", "bagua sets y unless set", "UCX"},
-      {"UCX_KEEPALIVE_INTERVAL", "bagua sets timeout/3 unless set", "UCX"},
-      {"UCX_RNDV_SEND_NBR_THRESH", "bagua sets 2 MiB (eager pieces) unless set", "UCX"},
-      {"HWLOC_LIBXML_IMPORT", "0: hwloc's built-in XML parser only (bagua reads it for its error message)", "hwloc"},
-      {"HWLOC_LIBXML", "older name of HWLOC_LIBXML_IMPORT", "hwloc"},
-      {"HWLOC_PLUGINS_PATH", "where hwloc looks for its plugins (bagua reads it for its error message)", "hwloc"},
-  };
-  return kSettings;
-}
+namespace {
+
+// A plain array: nothing to construct or destroy, so it is there during static initialisation and at exit.
+constexpr EnvSetting kSettings[] = {
+    {"BAGUA_RANK", "this rank", "launcher"},
+    {"BAGUA_WORLD_SIZE", "number of ranks", "launcher"},
+    {"BAGUA_LOCAL_RANK", "rank on this host (checked against the detected layout)", "launcher"},
+    {"BAGUA_LOCAL_SIZE", "ranks on this host", "launcher"},
+    {"BAGUA_ROOT_ADDR", "host:port of the rendezvous root", "launcher"},
+    {"BAGUA_ROOT_HOSTED", "1: the launcher serves the rendezvous (bagua-run)", "launcher"},
+    {"BAGUA_ROOT_FILE", "file where rank 0 writes the root address and the others read it", "user"},
+    {"BAGUA_SECRET", "hex job secret for HMAC authentication of the bootstrap", "launcher"},
+    {"BAGUA_TIMEOUT", "seconds any wait may take (default 30)", "user"},
+    {"BAGUA_LOG_LEVEL", "none, error, warn (default), info, debug, trace", "user"},
+    {"BAGUA_LOG_FILE", "log file instead of stderr; %h host, %p pid", "user"},
+    {"BAGUA_SOCKET_IFNAME", "network interface (name or prefix) for bootstrap sockets", "user"},
+    {"BAGUA_ALGO", "algorithm override, e.g. allreduce:0-64K:rd,64K-:ring;broadcast:tree", "user"},
+    {"BAGUA_HOST_ID", "override of the host identity (boot id + IPC namespace)", "user"},
+    {"BAGUA_TOPO_FILE", "hwloc XML standing in for this machine", "user"},
+    {"BAGUA_BIND", "1: bind each rank's threads to its NUMA node", "user"},
+    {"BAGUA_CPU_KERNELS", "scalar or avx2: use slower CPU reduction loops than the CPU allows", "user"},
+    {"BAGUA_CMA", "0: no cross-memory attach between ranks of a host (no single-copy, no direct allreduce)", "user"},
+    {"BAGUA_RING_SEGMENT", "bytes per segment of the pipelined ring allreduce (default 512K)", "user"},
+    {"BAGUA_RING_WINDOW", "segments of the ring allreduce in flight at once (default 4)", "user"},
+    {"BAGUA_SINGLE_COPY_MIN", "smallest message sent by single-copy between ranks of a host", "user"},
+    {"BAGUA_INTER_HOST_GBPS", "GB/s between hosts, for the cost model (default 1.25)", "user"},
+    {"RANK", "this rank, when BAGUA_RANK is unset", "torchrun"},
+    {"WORLD_SIZE", "number of ranks, when BAGUA_WORLD_SIZE is unset", "torchrun"},
+    {"LOCAL_RANK", "rank on this host", "torchrun"},
+    {"MASTER_ADDR", "rendezvous host; bagua uses port MASTER_PORT+1", "torchrun"},
+    {"MASTER_PORT", "torchrun's store port; bagua's root listens on the next one", "torchrun"},
+    {"OMPI_COMM_WORLD_RANK", "this rank, under mpirun", "Open MPI"},
+    {"OMPI_COMM_WORLD_SIZE", "number of ranks, under mpirun", "Open MPI"},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", "rank on this host, under mpirun", "Open MPI"},
+    {"SLURM_PROCID", "this rank, under srun", "Slurm"},
+    {"SLURM_NTASKS", "number of ranks, under srun", "Slurm"},
+    {"SLURM_LOCALID", "rank on this host, under srun", "Slurm"},
+    {"UCX_TLS", "UCX transports; bagua keeps shared-memory error handling only when it allows shared memory", "UCX"},
+    {"UCX_MM_ERROR_HANDLING", "bagua sets y unless set", "UCX"},
+    {"UCX_KEEPALIVE_INTERVAL", "bagua sets timeout/3 unless set", "UCX"},
+    {"UCX_RNDV_SEND_NBR_THRESH", "bagua sets 2 MiB (eager pieces) unless set", "UCX"},
+    {"HWLOC_LIBXML_IMPORT", "0: hwloc's built-in XML parser only (bagua reads it for its error message)", "hwloc"},
+    {"HWLOC_LIBXML", "older name of HWLOC_LIBXML_IMPORT", "hwloc"},
+    {"HWLOC_PLUGINS_PATH", "where hwloc looks for its plugins (bagua reads it for its error message)", "hwloc"},
+};
+
+}  // namespace
+
+std::span<const EnvSetting> env_settings() { return kSettings; }
 
 const char* env_get(const char* name) {
   for (const EnvSetting& s : env_settings())

@@ -2,7 +2,7 @@
 // a name the table lacks, and `bagua-info` prints the table with the values set (docs/environment.md).
 #pragma once
 
-#include <vector>
+#include <span>
 
 namespace bagua {
 
@@ -12,7 +12,7 @@ struct EnvSetting {
   const char* who;  // "launcher" (set by bagua-run and the like), "user", "torchrun", "Open MPI", "Slurm", ...
 };
 
-const std::vector<EnvSetting>& env_settings();
+std::span<const EnvSetting> env_settings();
 // The variable's value, or nullptr when unset. A name missing from the table is an INTERNAL error.
 const char* env_get(const char* name);
 // As env_get, but nullptr for an empty value too.
