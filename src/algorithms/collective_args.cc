@@ -36,6 +36,19 @@ bagua_opkind_t opkind_of(Collective c) {
   return kKinds[static_cast<int>(c)];
 }
 
+CollectiveArgs args_of(Collective c, const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                       bagua_redop_t op, int root) {
+  CollectiveArgs a;
+  a.collective = c;
+  a.sendbuf = sendbuf;
+  a.recvbuf = recvbuf;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  a.root = root;
+  return a;
+}
+
 size_t CollectiveArgs::message_bytes(int nranks) const {
   size_t bytes = count * datatype_size(dtype);
   switch (collective) {

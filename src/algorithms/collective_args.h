@@ -52,4 +52,8 @@ struct CollectiveArgs {
   size_t message_bytes(int nranks) const;
 };
 
+// The arguments of a call with one count (every collective but alltoallv).
+CollectiveArgs args_of(Collective c, const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
+                       bagua_redop_t op = BAGUA_SUM, int root = 0);
+
 }  // namespace bagua

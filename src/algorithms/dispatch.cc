@@ -130,12 +130,7 @@ void check_collective_args(const Comm& comm, CollectiveArgs& a) {
 
 void check_allreduce_buffers(const Comm& comm, const void* sendbuf, void* recvbuf, size_t count,
                              bagua_datatype_t dtype) {
-  CollectiveArgs args;
-  args.collective = Collective::kAllreduce;
-  args.sendbuf = sendbuf;
-  args.recvbuf = recvbuf;
-  args.count = count;
-  args.dtype = dtype;
+  CollectiveArgs args = args_of(Collective::kAllreduce, sendbuf, recvbuf, count, dtype);
   check_collective_args(comm, args);
 }
 
@@ -222,14 +217,8 @@ void run_to_completion(Comm& comm, Operation& op) {
 
 void allreduce_now(Comm& comm, const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                    bagua_redop_t op) {
-  CollectiveArgs args;
-  args.collective = Collective::kAllreduce;
-  args.sendbuf = sendbuf;
-  args.recvbuf = recvbuf;
-  args.count = count;
-  args.dtype = dtype;
-  args.op = op;
-  auto operation = make_collective(comm, args, ", internal");
+  auto operation =
+      make_collective(comm, args_of(Collective::kAllreduce, sendbuf, recvbuf, count, dtype, op), ", internal");
   run_to_completion(comm, *operation);
 }
 

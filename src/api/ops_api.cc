@@ -47,19 +47,6 @@ void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_reque
 
 namespace {
 
-CollectiveArgs args_of(Collective c, const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
-                       bagua_redop_t op = BAGUA_SUM, int root = 0) {
-  CollectiveArgs a;
-  a.collective = c;
-  a.sendbuf = sendbuf;
-  a.recvbuf = recvbuf;
-  a.count = count;
-  a.dtype = dtype;
-  a.op = op;
-  a.root = root;
-  return a;
-}
-
 CollectiveArgs alltoallv_args(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls, void* recvbuf,
                               const size_t* recvcounts, const size_t* rdispls, bagua_datatype_t dtype) {
   CollectiveArgs a = args_of(Collective::kAlltoallv, sendbuf, recvbuf, 0, dtype);
