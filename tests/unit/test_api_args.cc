@@ -89,3 +89,72 @@ TEST_CASE("abort poisons a communicator; destroy still works", "[api]") {
   CHECK(bagua_comm_rank(comm, &rank) == BAGUA_SUCCESS);  // queries still answer
   CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
 }
+
+// Every row of the dispatcher's argument table (src/algorithms/dispatch.cc) on a one-rank communicator: the
+// in-place form runs, an overlap that is not in place, a NULL buffer, an overflowing count, a bad op or root is
+// refused with INVALID_ARGUMENT, and a refused call leaves the output untouched.
+TEST_CASE("collective argument rules: in place, overlap, NULL, overflow, op and root", "[api]") {
+  bagua_unique_id_t id{};
+  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
+  bagua_comm_t comm = nullptr;
+  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  float buf[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  float out[8] = {0};
+  const size_t huge = SIZE_MAX / 2;
+  using Call = bagua_status_t (*)(bagua_comm_t, const void*, void*, size_t);
+  struct Row {
+    const char* name;
+    Call call;
+  };
+  const Row rows[] = {
+      {"allreduce", [](bagua_comm_t c, const void* s, void* r,
+                       size_t n) { return bagua_allreduce(s, r, n, BAGUA_FLOAT32, BAGUA_SUM, c, nullptr); }},
+      {"reduce_scatter", [](bagua_comm_t c, const void* s, void* r,
+                            size_t n) { return bagua_reduce_scatter(s, r, n, BAGUA_FLOAT32, BAGUA_SUM, c, nullptr); }},
+      {"allgather", [](bagua_comm_t c, const void* s, void* r,
+                       size_t n) { return bagua_allgather(s, r, n, BAGUA_FLOAT32, c, nullptr); }},
+      {"broadcast", [](bagua_comm_t c, const void* s, void* r,
+                       size_t n) { return bagua_broadcast(s, r, n, BAGUA_FLOAT32, 0, c, nullptr); }},
+      {"reduce", [](bagua_comm_t c, const void* s, void* r,
+                    size_t n) { return bagua_reduce(s, r, n, BAGUA_FLOAT32, BAGUA_SUM, 0, c, nullptr); }},
+      {"gather", [](bagua_comm_t c, const void* s, void* r,
+                    size_t n) { return bagua_gather(s, r, n, BAGUA_FLOAT32, 0, c, nullptr); }},
+      {"scatter", [](bagua_comm_t c, const void* s, void* r,
+                     size_t n) { return bagua_scatter(s, r, n, BAGUA_FLOAT32, 0, c, nullptr); }},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    CHECK(row.call(comm, buf, buf, 4) == BAGUA_SUCCESS);  // in place (one rank: every in-place offset is 0)
+    CHECK(buf[0] == 1);
+    CHECK(row.call(comm, buf, buf + 1, 4) == BAGUA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Catch::Contains("in place"));
+    CHECK(row.call(comm, nullptr, out, 4) == BAGUA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Catch::Contains("sendbuf is NULL"));
+    CHECK(row.call(comm, buf, nullptr, 4) == BAGUA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Catch::Contains("recvbuf is NULL"));
+    CHECK(row.call(comm, buf, out, huge) == BAGUA_ERR_INVALID_ARGUMENT);
+    CHECK_THAT(last_error(), Catch::Contains("overflows"));
+    CHECK(out[0] == 0);  // nothing refused wrote anything
+    CHECK(row.call(comm, buf, out, 4) == BAGUA_SUCCESS);
+    CHECK(out[3] == 4);
+    std::memset(out, 0, sizeof(out));
+  }
+  CHECK(bagua_alltoall(buf, buf, 4, BAGUA_FLOAT32, comm, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("alltoall has no in-place form"));
+  const size_t counts[1] = {4}, displs[1] = {0}, more[1] = {5};
+  CHECK(bagua_alltoallv(buf, counts, displs, buf + 2, counts, displs, BAGUA_FLOAT32, comm, nullptr) ==
+        BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_alltoallv(buf, counts, displs, out, more, displs, BAGUA_FLOAT32, comm, nullptr) ==
+        BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("recvcounts[0]"));
+  CHECK(bagua_alltoallv(buf, counts, displs, out, counts, displs, BAGUA_FLOAT32, comm, nullptr) == BAGUA_SUCCESS);
+  CHECK(out[3] == 4);
+  CHECK(bagua_allreduce(buf, out, 4, BAGUA_FLOAT32, static_cast<bagua_redop_t>(99), comm, nullptr) ==
+        BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("op 99"));
+  CHECK(bagua_reduce(buf, out, 4, BAGUA_FLOAT32, BAGUA_SUM, 1, comm, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("root 1"));
+  CHECK(bagua_allreduce(buf, out, 4, static_cast<bagua_datatype_t>(42), BAGUA_SUM, comm, nullptr) ==
+        BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
+}
