@@ -6,7 +6,7 @@
 #include "base/error.h"
 #include "core/comm.h"
 #include "kernels/dtype.h"
-#include "kernels/memory_type.h"
+#include "kernels/device_runtime.h"
 
 namespace bagua {
 
@@ -36,13 +36,27 @@ void check_redop(bagua_redop_t op) {
   if (!valid_redop(op)) fail(BAGUA_ERR_INVALID_ARGUMENT, "op {} is not a bagua_redop_t", static_cast<int>(op));
 }
 
-void check_buffer(const void* buf, size_t bytes, const char* name) {
+void CallMemory::add(const void* buf, size_t bytes, const char* name) {
   if (bytes > 0 && buf == nullptr) fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is NULL with a non-zero count", name);
-  if (bytes == 0 || buf == nullptr) return;
-  MemoryType type = detect_memory_type(buf);
-  if (type != MemoryType::kHost)
-    fail(BAGUA_ERR_NOT_SUPPORTED, "{} is {} memory, which this version of bagua does not support yet", name,
-         memory_type_name(type));
+  if (bytes == 0) return;
+  int device = -1;
+  MemoryType type = device_runtime().memory_type(buf, &device);
+  if (type == MemoryType::kHost) device = -1;
+  if (first_ != nullptr && device != device_) {
+    if (device < 0 || device_ < 0)
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is {} memory but {} is {} memory; one call takes host or device buffers",
+           first_, device_ < 0 ? "host" : "device", name, device < 0 ? "host" : "device");
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is on device {} but {} on device {}", first_, device_, name, device);
+  }
+  first_ = name;
+  device_ = device;
+}
+
+void check_host_buffer(const void* buf, size_t bytes, const char* name) {
+  CallMemory memory;
+  memory.add(buf, bytes, name);
+  if (memory.on_device())
+    fail(BAGUA_ERR_NOT_SUPPORTED, "{} is CUDA device memory, which this call does not support yet", name);
 }
 
 void check_rank(const Comm& comm, int rank, const char* what) {

@@ -21,8 +21,21 @@ size_t checked_bytes(size_t count, bagua_datatype_t dtype, const char* what, siz
 void check_redop(bagua_redop_t op);
 // dtype must be one of `allowed`; `what` names the call ("quantized allreduce") in the message.
 void check_dtype_in(bagua_datatype_t dtype, std::initializer_list<bagua_datatype_t> allowed, const char* what);
-// NULL with bytes > 0, or device memory (not supported yet), is refused. The memory-kind decision lives here.
-void check_buffer(const void* buf, size_t bytes, const char* name);
+// Where a call's buffers live. The memory-kind decision lives here: every buffer a rank uses in one call is
+// host memory, or every one is device (or managed) memory of one device; a mix is INVALID_ARGUMENT.
+class CallMemory {
+ public:
+  // NULL with bytes > 0 is refused; an empty buffer counts for nothing.
+  void add(const void* buf, size_t bytes, const char* name);
+  bool on_device() const { return device_ >= 0; }
+  int device() const { return device_; }
+
+ private:
+  const char* first_ = nullptr;  // the first buffer counted
+  int device_ = -1;
+};
+// A buffer of a call that takes host memory only: NULL with bytes > 0, or device memory, is refused.
+void check_host_buffer(const void* buf, size_t bytes, const char* name);
 void check_rank(const Comm& comm, int rank, const char* what);
 bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
 

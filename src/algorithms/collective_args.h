@@ -46,6 +46,13 @@ struct CollectiveArgs {
   const size_t* sdispls = nullptr;
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
+  void* stream = nullptr;  // the caller's cudaStream_t, for device memory
+
+  // Set by check_collective_args: where the buffers live, and the bytes of each this rank reads or writes.
+  bool on_device = false;
+  int device = -1;
+  size_t send_extent = 0;
+  size_t recv_extent = 0;
 
   // Bytes this rank moves into the collective (what selection reasons about): count x datatype size,
   // times nranks for the per-rank-count collectives.

@@ -9,6 +9,7 @@
 #include "algorithms/tags.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "core/device_proxy.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
@@ -54,7 +55,7 @@ static_assert(sizeof(kRules) / sizeof(kRules[0]) == static_cast<size_t>(Collecti
 
 const uint8_t* at(const void* p, size_t offset) { return static_cast<const uint8_t*>(p) + offset; }
 
-void check_alltoallv(const Comm& comm, const CollectiveArgs& a) {
+void check_alltoallv(const Comm& comm, CollectiveArgs& a) {
   const int n = comm.size(), r = comm.rank();
   require_pointer(a.sendcounts, "sendcounts");
   require_pointer(a.sdispls, "sdispls");
@@ -74,10 +75,15 @@ void check_alltoallv(const Comm& comm, const CollectiveArgs& a) {
     if (s_len) send_extent = std::max(send_extent, s_end + s_len);
     if (r_len) recv_extent = std::max(recv_extent, r_end + r_len);
   }
-  check_buffer(a.sendbuf, send_extent, "sendbuf");
-  check_buffer(a.recvbuf, recv_extent, "recvbuf");
+  CallMemory memory;
+  memory.add(a.sendbuf, send_extent, "sendbuf");
+  memory.add(a.recvbuf, recv_extent, "recvbuf");
   if (overlap(a.sendbuf, send_extent, a.recvbuf, recv_extent))
     fail(BAGUA_ERR_INVALID_ARGUMENT, "alltoallv has no in-place form: sendbuf and recvbuf overlap");
+  a.send_extent = send_extent;
+  a.recv_extent = recv_extent;
+  a.on_device = memory.on_device();
+  a.device = memory.device();
 }
 
 }  // namespace
@@ -101,13 +107,18 @@ void check_collective_args(const Comm& comm, CollectiveArgs& a) {
   const bool has_send = rule.send_on == On::kAll || r == a.root;
   const bool has_recv = rule.recv_on == On::kAll || r == a.root;
   // The buffer every rank passes is checked first (which error wins when both are bad).
+  CallMemory memory;
   if (rule.send_on == On::kRoot) {
-    if (has_recv) check_buffer(a.recvbuf, recv_bytes, "recvbuf");
-    if (has_send) check_buffer(a.sendbuf, send_bytes, "sendbuf");
+    if (has_recv) memory.add(a.recvbuf, recv_bytes, "recvbuf");
+    if (has_send) memory.add(a.sendbuf, send_bytes, "sendbuf");
   } else {
-    if (has_send) check_buffer(a.sendbuf, send_bytes, "sendbuf");
-    if (has_recv) check_buffer(a.recvbuf, recv_bytes, "recvbuf");
+    if (has_send) memory.add(a.sendbuf, send_bytes, "sendbuf");
+    if (has_recv) memory.add(a.recvbuf, recv_bytes, "recvbuf");
   }
+  a.send_extent = has_send ? send_bytes : 0;
+  a.recv_extent = has_recv ? recv_bytes : 0;
+  a.on_device = memory.on_device();
+  a.device = memory.device();
   if (!has_send || !has_recv || !overlap(a.sendbuf, send_bytes, a.recvbuf, recv_bytes)) return;
   switch (rule.in_place) {
     case IP::kNever:
@@ -132,6 +143,9 @@ void check_allreduce_buffers(const Comm& comm, const void* sendbuf, void* recvbu
                              bagua_datatype_t dtype) {
   CollectiveArgs args = args_of(Collective::kAllreduce, sendbuf, recvbuf, count, dtype);
   check_collective_args(comm, args);
+  if (args.on_device)
+    fail(BAGUA_ERR_NOT_SUPPORTED, "{} is CUDA device memory, which this call does not support yet",
+         args.send_extent ? "sendbuf" : "recvbuf");
 }
 
 ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op) {
@@ -165,11 +179,88 @@ const AlgorithmSelector& selector_of(Comm& comm) {
   return static_cast<SelectorAttachment*>(comm.attachment())->selector;
 }
 
+namespace {
+
+std::unique_ptr<DeviceOperation> prepare_device_operation(Comm& comm, bagua_opkind_t kind, void* stream, int device,
+                                                          size_t staging_bytes) {
+  DeviceProxy& proxy = comm.device_proxy();
+  proxy.check_stream(stream);
+  return std::make_unique<DeviceOperation>(kind, proxy, stream, device, proxy.lease(staging_bytes));
+}
+
+// The collective on staging memory: input copied in from the device buffers once the stream reaches the call,
+// output copied back when the host operation ends. In-place calls stage the union of both buffers, so the host
+// operation sees the same in-place layout.
+std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveArgs& args, Algorithm algorithm,
+                                                  const char* suffix) {
+  const auto* send = static_cast<const uint8_t*>(args.sendbuf);
+  auto* recv = static_cast<uint8_t*>(args.recvbuf);
+  const size_t se = args.send_extent, re = args.recv_extent;
+  const bool in_place = overlap(send, se, recv, re);
+  const uint8_t* lo = in_place ? std::min<const uint8_t*>(send, recv) : nullptr;
+  const size_t union_bytes = in_place ? static_cast<size_t>(std::max<const uint8_t*>(send + se, recv + re) - lo) : 0;
+  const size_t send_slot = (se + 255) & ~size_t{255};
+  auto op = prepare_device_operation(comm, opkind_of(args.collective), args.stream, args.device,
+                                     in_place ? union_bytes : send_slot + re);
+  uint8_t* stage = op->staging();
+  CollectiveArgs host = args;
+  host.on_device = false;
+  host.stream = nullptr;
+  host.sendbuf = nullptr;
+  host.recvbuf = nullptr;
+  if (in_place) {
+    host.sendbuf = stage + (send - lo);
+    host.recvbuf = stage + (recv - lo);
+    op->copy_in(stage, lo, union_bytes);
+    op->copy_out(recv, host.recvbuf, re);
+  } else {
+    if (se) {
+      host.sendbuf = stage;
+      op->copy_in(stage, send, se);
+    }
+    if (re) {
+      host.recvbuf = stage + send_slot;
+      // alltoallv writes only its blocks: stage what lies between them too.
+      if (args.collective == Collective::kAlltoallv) op->copy_in(host.recvbuf, recv, re);
+      op->copy_out(recv, host.recvbuf, re);
+    }
+  }
+  op->gate_stream();
+  // Nothing can fail from here on: the sequence number is taken.
+  ScheduleContext ctx = make_context(comm, tag_kind_of(args.collective), args.dtype, args.op);
+  std::string description = fmt::format("{} #{} ({} x {}, {}, device{})", collective_name(args.collective),
+                                        ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
+  // alltoallv's count arrays belong to the caller, who may free them once the call returns.
+  std::vector<size_t> counts;
+  if (args.collective == Collective::kAlltoallv) {
+    const size_t n = static_cast<size_t>(comm.size());
+    for (const size_t* array : {args.sendcounts, args.sdispls, args.recvcounts, args.rdispls})
+      counts.insert(counts.end(), array, array + n);
+  }
+  op->set_host_operation(
+      [algorithm, host, ctx, description, counts = std::move(counts)]() mutable {
+        if (!counts.empty()) {
+          const size_t n = counts.size() / 4;
+          host.sendcounts = counts.data();
+          host.sdispls = counts.data() + n;
+          host.recvcounts = counts.data() + 2 * n;
+          host.rdispls = counts.data() + 3 * n;
+        }
+        return algorithm->build(host, ctx, description);
+      },
+      description);
+  return op;
+}
+
+}  // namespace
+
 std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, const char* suffix) {
   check_collective_args(comm, args);
   comm.check_usable();
   const int n = comm.size();
+  // The choice never depends on where the buffers live, so ranks with host and device buffers agree on it.
   Algorithm algorithm = selector_of(comm).choose(args.collective, args.message_bytes(n), n, comm.hosts());
+  if (args.on_device) return make_device_collective(comm, args, algorithm, suffix);
   ScheduleContext ctx = make_context(comm, tag_kind_of(args.collective), args.dtype, args.op);
   std::string description = args.collective == Collective::kBarrier
                                 ? fmt::format("barrier #{}{}", ctx.sequence, suffix)
@@ -182,27 +273,51 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
   return algorithm->build(args, ctx, std::move(description));
 }
 
-std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, bagua_datatype_t dtype, int peer) {
+std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, bagua_datatype_t dtype, int peer,
+                                     void* stream) {
   size_t bytes = checked_bytes(count, dtype, "count");
-  check_buffer(buf, bytes, "buf");
+  CallMemory memory;
+  memory.add(buf, bytes, "buf");
   check_rank(comm, peer, "peer");
   comm.check_usable();
+  std::unique_ptr<DeviceOperation> device_op;
+  if (memory.on_device()) {
+    device_op = prepare_device_operation(comm, BAGUA_OPKIND_SEND, stream, memory.device(), bytes);
+    device_op->copy_in(device_op->staging(), buf, bytes);
+    buf = device_op->staging();
+    device_op->gate_stream();
+  }
   uint64_t seq = comm.next_send_sequence(peer);
   uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, comm.rank());
-  return std::make_unique<SendOp>(
-      buf, bytes, peer, tag, fmt::format("send #{} of {} x {} to rank {}", seq, count, datatype_name(dtype), peer));
+  std::string description = fmt::format("send #{} of {} x {} to rank {}", seq, count, datatype_name(dtype), peer);
+  if (!device_op) return std::make_unique<SendOp>(buf, bytes, peer, tag, std::move(description));
+  device_op->set_host_operation([=] { return std::make_unique<SendOp>(buf, bytes, peer, tag, description); },
+                                description + " on device");
+  return device_op;
 }
 
-std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_datatype_t dtype, int peer) {
+std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_datatype_t dtype, int peer,
+                                     void* stream) {
   size_t bytes = checked_bytes(count, dtype, "count");
-  check_buffer(buf, bytes, "buf");
+  CallMemory memory;
+  memory.add(buf, bytes, "buf");
   check_rank(comm, peer, "peer");
   comm.check_usable();
+  std::unique_ptr<DeviceOperation> device_op;
+  if (memory.on_device()) {
+    device_op = prepare_device_operation(comm, BAGUA_OPKIND_RECV, stream, memory.device(), bytes);
+    device_op->copy_out(buf, device_op->staging(), bytes);
+    buf = device_op->staging();
+    device_op->gate_stream();
+  }
   uint64_t seq = comm.next_recv_sequence(peer);
   uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, peer);
-  return std::make_unique<RecvOp>(
-      buf, bytes, peer, tag,
-      fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer));
+  std::string description =
+      fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer);
+  if (!device_op) return std::make_unique<RecvOp>(buf, bytes, peer, tag, std::move(description));
+  device_op->set_host_operation([=] { return std::make_unique<RecvOp>(buf, bytes, peer, tag, description); },
+                                description + " on device");
+  return device_op;
 }
 
 void run_to_completion(Comm& comm, Operation& op) {

@@ -34,10 +34,14 @@ void check_algorithm_rules(const Config& config);
 const AlgorithmSelector& selector_of(Comm& comm);
 
 // A collective call: checks, sequence number, algorithm, operation. `suffix` ends its description (", internal").
+// Device buffers give a stream-ordered operation on args.stream (core/device_proxy.h) for the caller to submit.
 std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, const char* suffix = "");
 // Point-to-point: the k-th send from A to B matches the k-th receive on B from A.
-std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, bagua_datatype_t dtype, int peer);
-std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_datatype_t dtype, int peer);
+// On device memory they are stream-ordered on `stream` (Operation::on_device()).
+std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, bagua_datatype_t dtype, int peer,
+                                     void* stream = nullptr);
+std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_datatype_t dtype, int peer,
+                                     void* stream = nullptr);
 
 // Starts op and waits for it; throws its error. The communicator forgets it either way.
 void run_to_completion(Comm& comm, Operation& op);

@@ -7,11 +7,13 @@
 #include "algorithms/argument_checks.h"
 #include "bagua/bagua.h"
 #include "core/comm.h"
+#include "core/device_proxy.h"
 #include "core/operation.h"
 
 struct bagua_request {
   bagua_comm* comm = nullptr;
-  std::unique_ptr<bagua::Operation> op;
+  std::unique_ptr<bagua::Operation> op;              // host memory: the operation itself
+  std::shared_ptr<bagua::DeviceCompletion> device;  // device memory: the proxy owns the operation
 };
 
 namespace bagua {

@@ -26,6 +26,10 @@ thread_local GroupState t_group;
 // Blocking form: post, then wait (inside a group: post now, wait in bagua_group_end).
 void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
   Comm& comm = *handle->impl;
+  if (op->on_device()) {  // stream-ordered: enqueued now, inside a group or not
+    comm.device_proxy().submit(std::unique_ptr<DeviceOperation>(static_cast<DeviceOperation*>(op.release())));
+    return;
+  }
   if (t_group.depth > 0) {
     auto request = std::make_unique<bagua_request>();
     request->comm = handle;
@@ -40,12 +44,25 @@ void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
 void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_request_t* req) {
   auto request = std::make_unique<bagua_request>();
   request->comm = handle;
-  request->op = std::move(op);
-  handle->impl->start(*request->op);
+  if (op->on_device()) {
+    request->device = std::make_shared<DeviceCompletion>();
+    handle->impl->device_proxy().submit(std::unique_ptr<DeviceOperation>(static_cast<DeviceOperation*>(op.release())),
+                                        request->device);
+  } else {
+    request->op = std::move(op);
+    handle->impl->start(*request->op);
+  }
   *req = request.release();
 }
 
 namespace {
+
+// The status of a finished device request, with its error recorded as bagua_get_last_error's.
+bagua_status_t finish_device_request(bagua_request* req) {
+  const DeviceCompletion& c = *req->device;
+  if (c.status == BAGUA_SUCCESS) return BAGUA_SUCCESS;
+  return guarded(req->comm, "bagua_wait", [&] { throw Error(c.status, c.error); });
+}
 
 CollectiveArgs alltoallv_args(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls, void* recvbuf,
                               const size_t* recvcounts, const size_t* rdispls, bagua_datatype_t dtype) {
@@ -58,7 +75,8 @@ CollectiveArgs alltoallv_args(const void* sendbuf, const size_t* sendcounts, con
 }
 
 // One blocking and one non-blocking entry point per collective.
-bagua_status_t blocking(bagua_comm_t comm, const char* name, const CollectiveArgs& args) {
+bagua_status_t blocking(void* stream, bagua_comm_t comm, const char* name, CollectiveArgs args) {
+  args.stream = stream;
   return guarded(comm, name, [&] { run_blocking(comm, make_collective(require_comm(comm), args)); });
 }
 
@@ -78,8 +96,8 @@ using namespace bagua;
 extern "C" {
 
 bagua_status_t bagua_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
-                               bagua_redop_t op, bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_allreduce", args_of(Collective::kAllreduce, sendbuf, recvbuf, count, dtype, op));
+                               bagua_redop_t op, bagua_comm_t comm, void* stream) {
+  return blocking(stream, comm, "bagua_allreduce", args_of(Collective::kAllreduce, sendbuf, recvbuf, count, dtype, op));
 }
 bagua_status_t bagua_iallreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                 bagua_redop_t op, bagua_comm_t comm, bagua_request_t* req) {
@@ -87,8 +105,8 @@ bagua_status_t bagua_iallreduce(const void* sendbuf, void* recvbuf, size_t count
                      req);
 }
 bagua_status_t bagua_reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, bagua_datatype_t dtype,
-                                    bagua_redop_t op, bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_reduce_scatter",
+                                    bagua_redop_t op, bagua_comm_t comm, void* stream) {
+  return blocking(stream, comm, "bagua_reduce_scatter",
                   args_of(Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op));
 }
 bagua_status_t bagua_ireduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, bagua_datatype_t dtype,
@@ -97,8 +115,8 @@ bagua_status_t bagua_ireduce_scatter(const void* sendbuf, void* recvbuf, size_t 
                      args_of(Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op), req);
 }
 bagua_status_t bagua_allgather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype,
-                               bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_allgather", args_of(Collective::kAllgather, sendbuf, recvbuf, sendcount, dtype));
+                               bagua_comm_t comm, void* stream) {
+  return blocking(stream, comm, "bagua_allgather", args_of(Collective::kAllgather, sendbuf, recvbuf, sendcount, dtype));
 }
 bagua_status_t bagua_iallgather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype,
                                 bagua_comm_t comm, bagua_request_t* req) {
@@ -106,8 +124,8 @@ bagua_status_t bagua_iallgather(const void* sendbuf, void* recvbuf, size_t sendc
                      req);
 }
 bagua_status_t bagua_broadcast(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype, int root,
-                               bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_broadcast",
+                               bagua_comm_t comm, void* stream) {
+  return blocking(stream, comm, "bagua_broadcast",
                   args_of(Collective::kBroadcast, sendbuf, recvbuf, count, dtype, BAGUA_SUM, root));
 }
 bagua_status_t bagua_ibroadcast(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype, int root,
@@ -116,8 +134,8 @@ bagua_status_t bagua_ibroadcast(const void* sendbuf, void* recvbuf, size_t count
                      args_of(Collective::kBroadcast, sendbuf, recvbuf, count, dtype, BAGUA_SUM, root), req);
 }
 bagua_status_t bagua_reduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
-                            int root, bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_reduce", args_of(Collective::kReduce, sendbuf, recvbuf, count, dtype, op, root));
+                            int root, bagua_comm_t comm, void* stream) {
+  return blocking(stream, comm, "bagua_reduce", args_of(Collective::kReduce, sendbuf, recvbuf, count, dtype, op, root));
 }
 bagua_status_t bagua_ireduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
                              int root, bagua_comm_t comm, bagua_request_t* req) {
@@ -125,8 +143,8 @@ bagua_status_t bagua_ireduce(const void* sendbuf, void* recvbuf, size_t count, b
                      req);
 }
 bagua_status_t bagua_alltoall(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
-                              bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_alltoall", args_of(Collective::kAlltoall, sendbuf, recvbuf, count, dtype));
+                              bagua_comm_t comm, void* stream) {
+  return blocking(stream, comm, "bagua_alltoall", args_of(Collective::kAlltoall, sendbuf, recvbuf, count, dtype));
 }
 bagua_status_t bagua_ialltoall(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                bagua_comm_t comm, bagua_request_t* req) {
@@ -134,8 +152,8 @@ bagua_status_t bagua_ialltoall(const void* sendbuf, void* recvbuf, size_t count,
 }
 bagua_status_t bagua_alltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls, void* recvbuf,
                                const size_t* recvcounts, const size_t* rdispls, bagua_datatype_t dtype,
-                               bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_alltoallv",
+                               bagua_comm_t comm, void* stream) {
+  return blocking(stream, comm, "bagua_alltoallv",
                   alltoallv_args(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype));
 }
 bagua_status_t bagua_ialltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls, void* recvbuf,
@@ -145,8 +163,8 @@ bagua_status_t bagua_ialltoallv(const void* sendbuf, const size_t* sendcounts, c
                      alltoallv_args(sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype), req);
 }
 bagua_status_t bagua_gather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype, int root,
-                            bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_gather",
+                            bagua_comm_t comm, void* stream) {
+  return blocking(stream, comm, "bagua_gather",
                   args_of(Collective::kGather, sendbuf, recvbuf, sendcount, dtype, BAGUA_SUM, root));
 }
 bagua_status_t bagua_igather(const void* sendbuf, void* recvbuf, size_t sendcount, bagua_datatype_t dtype, int root,
@@ -155,8 +173,8 @@ bagua_status_t bagua_igather(const void* sendbuf, void* recvbuf, size_t sendcoun
                      args_of(Collective::kGather, sendbuf, recvbuf, sendcount, dtype, BAGUA_SUM, root), req);
 }
 bagua_status_t bagua_scatter(const void* sendbuf, void* recvbuf, size_t recvcount, bagua_datatype_t dtype, int root,
-                             bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_scatter",
+                             bagua_comm_t comm, void* stream) {
+  return blocking(stream, comm, "bagua_scatter",
                   args_of(Collective::kScatter, sendbuf, recvbuf, recvcount, dtype, BAGUA_SUM, root));
 }
 bagua_status_t bagua_iscatter(const void* sendbuf, void* recvbuf, size_t recvcount, bagua_datatype_t dtype, int root,
@@ -164,20 +182,22 @@ bagua_status_t bagua_iscatter(const void* sendbuf, void* recvbuf, size_t recvcou
   return nonblocking(comm, "bagua_iscatter",
                      args_of(Collective::kScatter, sendbuf, recvbuf, recvcount, dtype, BAGUA_SUM, root), req);
 }
-bagua_status_t bagua_barrier(bagua_comm_t comm, void*) {
-  return blocking(comm, "bagua_barrier", args_of(Collective::kBarrier, nullptr, nullptr, 0, BAGUA_UINT8));
+bagua_status_t bagua_barrier(bagua_comm_t comm, void* stream) {
+  return blocking(stream, comm, "bagua_barrier", args_of(Collective::kBarrier, nullptr, nullptr, 0, BAGUA_UINT8));
 }
 bagua_status_t bagua_ibarrier(bagua_comm_t comm, bagua_request_t* req) {
   return nonblocking(comm, "bagua_ibarrier", args_of(Collective::kBarrier, nullptr, nullptr, 0, BAGUA_UINT8), req);
 }
 
-bagua_status_t bagua_send(const void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm, void*) {
+bagua_status_t bagua_send(const void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
+                          void* stream) {
   return guarded(comm, "bagua_send",
-                 [&] { run_blocking(comm, make_send(require_comm(comm), buf, count, dtype, peer)); });
+                 [&] { run_blocking(comm, make_send(require_comm(comm), buf, count, dtype, peer, stream)); });
 }
-bagua_status_t bagua_recv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm, void*) {
+bagua_status_t bagua_recv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
+                          void* stream) {
   return guarded(comm, "bagua_recv",
-                 [&] { run_blocking(comm, make_recv(require_comm(comm), buf, count, dtype, peer)); });
+                 [&] { run_blocking(comm, make_recv(require_comm(comm), buf, count, dtype, peer, stream)); });
 }
 bagua_status_t bagua_isend(const void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
                            bagua_request_t* req) {
@@ -241,6 +261,13 @@ bagua_status_t bagua_test(bagua_request_t req, int* done) {
     return guarded(nullptr, "bagua_test",
                    [&] { fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is NULL", req ? "done" : "req"); });
   bagua_comm* comm = req->comm;
+  if (req->device) {
+    *done = req->device->done.load(std::memory_order_acquire) ? 1 : 0;
+    if (!*done) return BAGUA_IN_PROGRESS;
+    bagua_status_t status = finish_device_request(req);
+    delete req;
+    return status;
+  }
   bool finished = true;
   bagua_status_t status = guarded(comm, "bagua_test", [&]() -> bagua_status_t {
     finished = comm->impl->test(*req->op);
@@ -257,6 +284,19 @@ bagua_status_t bagua_test(bagua_request_t req, int* done) {
 bagua_status_t bagua_wait(bagua_request_t req) {
   if (req == nullptr) return guarded(nullptr, "bagua_wait", [] { fail(BAGUA_ERR_INVALID_ARGUMENT, "req is NULL"); });
   bagua_comm* comm = req->comm;
+  if (req->device) {
+    // The proxy ends every device operation within the timeout (the watchdog), and on failure or abort at once.
+    Backoff backoff;
+    auto deadline = Clock::now() + std::chrono::milliseconds(comm->impl->config().timeout_ms + 2000);
+    while (!req->device->done.load(std::memory_order_acquire) && Clock::now() < deadline) backoff.idle();
+    bagua_status_t status = req->device->done.load(std::memory_order_acquire)
+                                ? finish_device_request(req)
+                                : guarded(comm, "bagua_wait", [] {
+                                    fail(BAGUA_ERR_TIMEOUT, "the device operation did not end within BAGUA_TIMEOUT");
+                                  });
+    delete req;  // the proxy writes only the shared completion
+    return status;
+  }
   bagua_status_t status = guarded(comm, "bagua_wait", [&] { comm->impl->wait(*req->op); });
   comm->impl->forget(*req->op);
   delete req;

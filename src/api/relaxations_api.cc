@@ -140,7 +140,7 @@ bagua_status_t bagua_lpdec_create(bagua_comm_t comm, size_t count, const bagua_c
     Comm& c = require_comm(comm);
     require_pointer(lpdec, "lpdec");
     Codec codec = Codec::from_config(cfg);
-    check_buffer(initial, checked_bytes(count, BAGUA_FLOAT32, "count"), "initial");
+    check_host_buffer(initial, checked_bytes(count, BAGUA_FLOAT32, "count"), "initial");
     c.check_usable();
     auto made = std::make_unique<bagua_lpdec>();
     made->comm = comm;
@@ -153,7 +153,7 @@ bagua_status_t bagua_lpdec_step(bagua_lpdec_t lpdec, float* x) {
   bagua_comm* handle = lpdec ? lpdec->comm : nullptr;
   return guarded(handle, "bagua_lpdec_step", [&] {
     require_pointer(lpdec, "lpdec");
-    check_buffer(x, lpdec->impl->count() * sizeof(float), "x");
+    check_host_buffer(x, lpdec->impl->count() * sizeof(float), "x");
     require_comm(lpdec->comm).check_usable();
     lpdec->impl->step(x);
   });
@@ -184,7 +184,7 @@ bagua_status_t bagua_async_average_start(bagua_comm_t comm, void* buf, size_t co
     Comm& c = require_comm(comm);
     require_pointer(handle, "handle");
     check_gossip_dtype(dtype);
-    check_buffer(buf, checked_bytes(count, dtype, "count"), "buf");
+    check_host_buffer(buf, checked_bytes(count, dtype, "count"), "buf");
     if (interval_ms < 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "interval_ms {} is negative", interval_ms);
     std::unique_ptr<Comm> own = c.split(0, c.rank());  // collective on comm
     auto made = std::make_unique<bagua_async_average>();

@@ -6,6 +6,7 @@
 
 #include "base/logging.h"
 #include "base/scratch_cache.h"
+#include "core/device_proxy.h"
 
 namespace bagua {
 
@@ -16,6 +17,7 @@ std::atomic<int> g_live_comms{0};
 Comm::Comm() { ++g_live_comms; }
 
 Comm::~Comm() {
+  device_proxy_.reset();  // finishes (or aborts) device operations while the engine still runs
   {
     std::lock_guard<std::timed_mutex> lock(engine_mutex_);
     bool healthy = !poisoned();
@@ -26,6 +28,12 @@ Comm::~Comm() {
     if (ring_) ring_->shutdown();
   }
   if (--g_live_comms == 0) release_scratch_cache();  // no communicator left to reuse it
+}
+
+DeviceProxy& Comm::device_proxy() {
+  std::lock_guard<std::mutex> lock(device_proxy_mutex_);
+  if (!device_proxy_) device_proxy_ = std::make_unique<DeviceProxy>(*this);
+  return *device_proxy_;
 }
 
 void Comm::check_usable() const {

@@ -37,6 +37,8 @@ class CommAttachment {
   virtual ~CommAttachment() = default;
 };
 
+class DeviceProxy;
+
 class Comm {
  public:
   // Joins the job: rendezvous at the root, then the bootstrap ring. Throws on any failure.
@@ -87,6 +89,8 @@ class Comm {
   bool cross_memory() const { return cross_memory_; }
   CommAttachment* attachment() const { return attachment_.get(); }
   void set_attachment(std::unique_ptr<CommAttachment> attachment) { attachment_ = std::move(attachment); }
+  // The device data path of this communicator (core/device_proxy.h), started on first use.
+  DeviceProxy& device_proxy();
   void check_usable() const;
   bool poisoned() const { return poison_status_.load() != BAGUA_SUCCESS; }
   // Throws if the communicator was aborted or failed, or the bootstrap ring reports a failure now.
@@ -117,6 +121,8 @@ class Comm {
   std::unique_ptr<Transport> transport_;
   bool cross_memory_ = false;
   std::unique_ptr<CommAttachment> attachment_;
+  std::mutex device_proxy_mutex_;
+  std::unique_ptr<DeviceProxy> device_proxy_;
 
   // Engine state, used by one thread at a time; abort() takes engine_mutex_ to tear down safely.
   std::timed_mutex engine_mutex_;

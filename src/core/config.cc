@@ -54,6 +54,13 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_SINGLE_COPY_MIN='{}' must be a byte count of at least 1024", text);
     config.single_copy_bytes = static_cast<size_t>(v);
   }
+  if (const char* text = env_get("BAGUA_DEVICE_MEMORY_LIMIT"); text && *text) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(text, &end, 10);
+    if (*end != '\0' || v < (1ull << 20))
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_DEVICE_MEMORY_LIMIT='{}' must be a byte count of at least 1048576", text);
+    config.device_memory_limit = static_cast<size_t>(v);
+  }
   if (const char* text = env_get("BAGUA_INTER_HOST_GBPS"); text && *text) {
     char* end = nullptr;
     double v = std::strtod(text, &end);

@@ -16,8 +16,10 @@ struct Config {
   size_t ring_segment_bytes = 512 << 10;  // BAGUA_RING_SEGMENT: pipelined ring message size
   int ring_window = 4;                    // BAGUA_RING_WINDOW: ring segments in flight
   size_t single_copy_bytes = 64 << 10;
-  double inter_host_gbps = 1.25;  // BAGUA_INTER_HOST_GBPS: link between hosts, for algorithm selection  //
-                                  // BAGUA_SINGLE_COPY_MIN: smallest message read directly between host peers
+  // BAGUA_SINGLE_COPY_MIN: smallest message read directly between host peers
+  double inter_host_gbps = 1.25;  // BAGUA_INTER_HOST_GBPS: link between hosts, for algorithm selection
+  // BAGUA_DEVICE_MEMORY_LIMIT: the most memory (pinned host and device) this communicator's device calls hold
+  size_t device_memory_limit = size_t{1} << 30;
 
   // Defaults overridden by BAGUA_TIMEOUT (seconds, may be fractional), BAGUA_BIND, BAGUA_ALGO.
   static Config from_env();

@@ -32,12 +32,17 @@ class Operation {
   uint64_t events() const { return events_; }
   uint64_t bytes_sent() const { return bytes_sent_; }
   // Which transfers are still pending, for timeout messages ("receive of 4096 bytes from rank 3").
-  std::string waiting_for() const;
+  virtual std::string waiting_for() const;
+  // Stream-ordered on device memory (core/device_proxy.h): the call hands it to the communicator's proxy.
+  virtual bool on_device() const { return false; }
 
   void fail(bagua_status_t status, const std::string& message);
 
  protected:
   void finish() { state_ = State::kDone; }
+  // Progress made outside poll(), for the watchdog.
+  void note_progress() { ++events_; }
+  void set_description(std::string description) { description_ = std::move(description); }
   // Checks a transfer; true once it is done. Counts the completion as progress; throws when it failed.
   bool poll(Transport& transport, Transfer& transfer);
   void post_send(Transport& transport, Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes,

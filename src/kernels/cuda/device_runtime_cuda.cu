@@ -1,0 +1,216 @@
+// The device runtime on CUDA: the runtime API, plus cuStreamWaitValue32 from the driver through
+// cudaGetDriverEntryPointByVersion (so that libbagua never links libcuda and loads on machines without a driver).
+// Every call runs in relaxed stream-capture mode, so that a user's global-mode capture on another thread or
+// stream does not make it fail.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "base/error.h"
+#include "kernels/device_runtime.h"
+
+namespace bagua {
+
+namespace {
+
+[[noreturn]] void cuda_fail(cudaError_t err, const char* what) {
+  cudaGetLastError();
+  fail(BAGUA_ERR_CUDA, "{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) cuda_fail(err, what);
+}
+
+// Relaxed capture mode for the duration of one call, restored after.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+class CudaEvent final : public DeviceEvent {
+ public:
+  explicit CudaEvent(cudaEvent_t event) : event_(event) {}
+  ~CudaEvent() override {
+    RelaxedCapture relaxed;
+    cudaEventDestroy(event_);
+  }
+  bool done() override {
+    RelaxedCapture relaxed;
+    cudaError_t err = cudaEventQuery(event_);
+    if (err == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    check(err, "cudaEventQuery");
+    return true;
+  }
+
+ private:
+  cudaEvent_t event_;
+};
+
+using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+class CudaRuntime final : public DeviceRuntime {
+ public:
+  const char* name() const override { return "CUDA"; }
+
+  MemoryType memory_type(const void* ptr, int* device) override {
+    if (device) *device = -1;
+    RelaxedCapture relaxed;
+    cudaPointerAttributes attrs{};
+    if (cudaPointerGetAttributes(&attrs, ptr) != cudaSuccess) {
+      cudaGetLastError();
+      return MemoryType::kHost;
+    }
+    if (attrs.type != cudaMemoryTypeDevice && attrs.type != cudaMemoryTypeManaged) return MemoryType::kHost;
+    if (device) *device = attrs.device;
+    return attrs.type == cudaMemoryTypeDevice ? MemoryType::kDevice : MemoryType::kManaged;
+  }
+  int stream_device(DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    int device = 0;
+    if (stream == nullptr)
+      check(cudaGetDevice(&device), "cudaGetDevice");
+    else
+      check(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &device), "cudaStreamGetDevice");
+    return device;
+  }
+  bool stream_capturing(DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status), "cudaStreamIsCapturing");
+    return status != cudaStreamCaptureStatusNone;
+  }
+  std::unique_ptr<DeviceEvent> record(DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    cudaEvent_t event;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    auto owned = std::make_unique<CudaEvent>(event);
+    check(cudaEventRecord(event, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+    return owned;
+  }
+  void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) override {
+    RelaxedCapture relaxed;
+    WaitValue32 wait = wait_value_entry();
+    void* device_word = nullptr;
+    check(cudaHostGetDevicePointer(&device_word, const_cast<uint32_t*>(word), 0), "cudaHostGetDevicePointer");
+    CUresult res = wait(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_word), value,
+                        CU_STREAM_WAIT_VALUE_GEQ);
+    if (res != CUDA_SUCCESS) fail(BAGUA_ERR_CUDA, "cuStreamWaitValue32 failed with CUresult {}", static_cast<int>(res));
+  }
+  void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
+  }
+  DeviceStream create_stream(int device) override {
+    RelaxedCapture relaxed;
+    check(cudaSetDevice(device), "cudaSetDevice");
+    cudaStream_t stream;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    return stream;
+  }
+  void destroy_stream(DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+  }
+  void* alloc_mapped(size_t bytes) override {
+    RelaxedCapture relaxed;
+    void* p = nullptr;
+    cudaError_t err = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    check(err, "cudaHostAlloc");
+    return p;
+  }
+  void free_mapped(void* ptr) override {
+    RelaxedCapture relaxed;
+    if (ptr) cudaFreeHost(ptr);
+  }
+  void* alloc_device(size_t bytes, int device) override {
+    RelaxedCapture relaxed;
+    check(cudaSetDevice(device), "cudaSetDevice");
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    check(err, "cudaMalloc");
+    return p;
+  }
+  void free_device(void* ptr) override {
+    RelaxedCapture relaxed;
+    if (ptr) cudaFree(ptr);
+  }
+  void synchronize(DeviceStream stream, int timeout_ms) override {
+    RelaxedCapture relaxed;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      cudaError_t err = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+      if (err == cudaSuccess) return;
+      if (err != cudaErrorNotReady) cuda_fail(err, "cudaStreamQuery");
+      cudaGetLastError();
+      if (std::chrono::steady_clock::now() > deadline)
+        fail(BAGUA_ERR_TIMEOUT, "CUDA stream did not finish within {} ms", timeout_ms);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  void set_device(int device) override {
+    RelaxedCapture relaxed;
+    check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  void enter_library_thread() override {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+  }
+
+ private:
+  WaitValue32 wait_value_entry() {
+    std::call_once(wait_once_, [this] {
+      void* fn = nullptr;
+      cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+      if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &found) ==
+              cudaSuccess &&
+          found == cudaDriverEntryPointSuccess)
+        wait_value_ = reinterpret_cast<WaitValue32>(fn);
+      cudaGetLastError();
+    });
+    if (wait_value_ == nullptr)
+      fail(BAGUA_ERR_NOT_SUPPORTED, "this CUDA driver has no cuStreamWaitValue32, which device calls need");
+    return wait_value_;
+  }
+  std::once_flag wait_once_;
+  WaitValue32 wait_value_ = nullptr;
+};
+
+}  // namespace
+
+DeviceRuntime* cuda_device_runtime() {
+  if (cuda_device_count() == 0) return nullptr;
+  static CudaRuntime runtime;
+  return &runtime;
+}
+
+bool cuda_built() { return true; }
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace bagua

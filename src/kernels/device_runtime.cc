@@ -1,0 +1,62 @@
+// Which device runtime a process uses, and pointer detection through it.
+#include "kernels/device_runtime.h"
+
+#include <cstring>
+
+#include "base/env.h"
+#include "base/error.h"
+
+namespace bagua {
+
+DeviceRuntime* make_standin_runtime();  // device_runtime_standin.cc
+
+namespace {
+
+// No CUDA build, no driver or no device: every pointer is host memory and nothing else is offered.
+class HostOnlyRuntime final : public DeviceRuntime {
+ public:
+  const char* name() const override { return "none"; }
+  MemoryType memory_type(const void*, int* device) override {
+    if (device) *device = -1;
+    return MemoryType::kHost;
+  }
+  int stream_device(DeviceStream) override { unavailable(); }
+  bool stream_capturing(DeviceStream) override { unavailable(); }
+  std::unique_ptr<DeviceEvent> record(DeviceStream) override { unavailable(); }
+  void wait_value(DeviceStream, const volatile uint32_t*, uint32_t) override { unavailable(); }
+  void copy_async(void*, const void*, size_t, DeviceStream) override { unavailable(); }
+  DeviceStream create_stream(int) override { unavailable(); }
+  void destroy_stream(DeviceStream) override {}
+  void* alloc_mapped(size_t) override { unavailable(); }
+  void free_mapped(void*) override {}
+  void* alloc_device(size_t, int) override { unavailable(); }
+  void free_device(void*) override {}
+  void synchronize(DeviceStream, int) override { unavailable(); }
+  void set_device(int) override {}
+  void enter_library_thread() override {}
+
+ private:
+  [[noreturn]] static void unavailable() { fail(BAGUA_ERR_NOT_SUPPORTED, "no CUDA device is available"); }
+};
+
+DeviceRuntime* choose_runtime() {
+  const char* standin = env_get_nonempty("BAGUA_DEVICE_STANDIN");
+  if (standin != nullptr && std::strcmp(standin, "0") != 0) return make_standin_runtime();
+  if (DeviceRuntime* cuda = cuda_device_runtime()) return cuda;
+  static HostOnlyRuntime host_only;
+  return &host_only;
+}
+
+}  // namespace
+
+DeviceRuntime& device_runtime() {
+  static DeviceRuntime* runtime = choose_runtime();
+  return *runtime;
+}
+
+MemoryType detect_memory_type(const void* ptr) {
+  if (ptr == nullptr) return MemoryType::kHost;
+  return device_runtime().memory_type(ptr, nullptr);
+}
+
+}  // namespace bagua

@@ -1,0 +1,76 @@
+// The few CUDA runtime calls that the device data path makes, behind one narrow interface (docs/cuda.md):
+// pointer queries, events, a stream wait on a host-mapped word, async copies, internal streams and the
+// library's own memory. Two implementations: CUDA (kernels/cuda/device_runtime_cuda.cu) and a host stand-in
+// (device_runtime_standin.cc) in which "device memory" is registered host memory and threads stand in for
+// streams, so that CI runs the device path's protocol without a GPU (BAGUA_DEVICE_STANDIN=1).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "kernels/memory_type.h"
+
+namespace bagua {
+
+// A cudaStream_t; nullptr is CUDA's legacy default stream.
+using DeviceStream = void*;
+
+// Work recorded on a stream; done() once everything before it on that stream has finished.
+class DeviceEvent {
+ public:
+  virtual ~DeviceEvent() = default;
+  virtual bool done() = 0;  // throws Error(BAGUA_ERR_CUDA) when the stream failed
+};
+
+class DeviceRuntime {
+ public:
+  virtual ~DeviceRuntime() = default;
+  virtual const char* name() const = 0;
+  // Where ptr lives and, for device or managed memory, on which device (the pointer's, not the current one).
+  virtual MemoryType memory_type(const void* ptr, int* device) = 0;
+  // The device a user stream belongs to (the current device for the legacy default stream).
+  virtual int stream_device(DeviceStream stream) = 0;
+  // Whether the stream is being captured into a CUDA graph.
+  virtual bool stream_capturing(DeviceStream stream) = 0;
+  virtual std::unique_ptr<DeviceEvent> record(DeviceStream stream) = 0;
+  // Work on `stream` after this waits until (int32_t)(*word - value) >= 0; word is in alloc_mapped memory.
+  virtual void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) = 0;
+  virtual void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
+  // A stream of the library's own on `device`; it never waits for the legacy default stream.
+  virtual DeviceStream create_stream(int device) = 0;
+  virtual void destroy_stream(DeviceStream stream) = 0;
+  // Page-locked host memory mapped for every device; nullptr when out of memory.
+  virtual void* alloc_mapped(size_t bytes) = 0;
+  virtual void free_mapped(void* ptr) = 0;
+  // Device memory on `device`; nullptr when out of memory.
+  virtual void* alloc_device(size_t bytes, int device) = 0;
+  virtual void free_device(void* ptr) = 0;
+  // Blocks until the stream's work is done; throws TIMEOUT after timeout_ms.
+  virtual void synchronize(DeviceStream stream, int timeout_ms) = 0;
+  // Makes `device` current for this thread's next calls.
+  virtual void set_device(int device) = 0;
+  // Called once by each library thread that touches CUDA: relaxed stream-capture mode, so that a user's
+  // global-mode capture elsewhere does not fail our calls.
+  virtual void enter_library_thread() = 0;
+};
+
+// The runtime in use: the stand-in when BAGUA_DEVICE_STANDIN=1, CUDA when built with it, otherwise one that
+// sees only host memory. Chosen once per process.
+DeviceRuntime& device_runtime();
+
+// The CUDA implementation, or nullptr in a build without CUDA.
+DeviceRuntime* cuda_device_runtime();
+
+// The stand-in's extras for tests: run `task` on a stand-in stream in order with its other work, and mark a
+// stream as capturing. nullptr unless the stand-in is in use.
+class StandinControl {
+ public:
+  virtual ~StandinControl() = default;
+  virtual void run_on_stream(DeviceStream stream, std::function<void()> task) = 0;
+  virtual void set_capturing(DeviceStream stream, bool capturing) = 0;
+};
+StandinControl* standin_control();
+
+}  // namespace bagua

@@ -1,0 +1,164 @@
+// The host stand-in for the CUDA runtime (BAGUA_DEVICE_STANDIN=1): "device memory" is host memory registered
+// here, each stream is a thread running its work in order, events and stream waits are flags. It runs the device
+// data path's protocol (ordering, release, failure, abort) where no GPU is. Device 0 is its only device.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "base/error.h"
+#include "kernels/device_runtime.h"
+
+namespace bagua {
+
+namespace {
+
+class StandinStream {
+ public:
+  StandinStream() {
+    // Detached and never freed: a stream may still be parked on a stream wait when the process exits.
+    std::thread([this] { run(); }).detach();
+  }
+  void enqueue(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks_.push_back(std::move(task));
+    ++enqueued_;
+    cv_.notify_all();
+  }
+  uint64_t enqueued() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return enqueued_;
+  }
+  uint64_t finished() const { return finished_.load(std::memory_order_acquire); }
+  std::atomic<bool> capturing{false};
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return !tasks_.empty(); });
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+      finished_.fetch_add(1, std::memory_order_release);
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  uint64_t enqueued_ = 0;
+  std::atomic<uint64_t> finished_{0};
+};
+
+class StandinEvent final : public DeviceEvent {
+ public:
+  StandinEvent(StandinStream* stream, uint64_t target) : stream_(stream), target_(target) {}
+  bool done() override { return stream_->finished() >= target_; }
+
+ private:
+  StandinStream* stream_;
+  uint64_t target_;
+};
+
+bool word_reached(const volatile uint32_t* word, uint32_t value) {
+  uint32_t now = __atomic_load_n(const_cast<const uint32_t*>(word), __ATOMIC_ACQUIRE);
+  return static_cast<int32_t>(now - value) >= 0;
+}
+
+class StandinRuntime final : public DeviceRuntime, public StandinControl {
+ public:
+  const char* name() const override { return "host stand-in"; }
+
+  MemoryType memory_type(const void* ptr, int* device) override {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = device_blocks_.upper_bound(p);
+    bool inside = it != device_blocks_.begin() && p < std::prev(it)->first + std::prev(it)->second;
+    if (device) *device = inside ? 0 : -1;
+    return inside ? MemoryType::kDevice : MemoryType::kHost;
+  }
+  int stream_device(DeviceStream) override { return 0; }
+  bool stream_capturing(DeviceStream stream) override { return stream_of(stream)->capturing.load(); }
+
+  std::unique_ptr<DeviceEvent> record(DeviceStream stream) override {
+    StandinStream* s = stream_of(stream);
+    return std::make_unique<StandinEvent>(s, s->enqueued());
+  }
+  void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) override {
+    stream_of(stream)->enqueue([word, value] {
+      while (!word_reached(word, value)) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    });
+  }
+  void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
+    stream_of(stream)->enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  }
+  DeviceStream create_stream(int) override { return new StandinStream; }
+  void destroy_stream(DeviceStream) override {}  // its thread may still run; the object is leaked on purpose
+
+  void* alloc_mapped(size_t bytes) override { return std::malloc(bytes ? bytes : 1); }
+  void free_mapped(void* ptr) override { std::free(ptr); }
+  void* alloc_device(size_t bytes, int) override {
+    void* p = std::malloc(bytes ? bytes : 1);
+    if (p == nullptr) return nullptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    device_blocks_[reinterpret_cast<uintptr_t>(p)] = bytes ? bytes : 1;
+    return p;
+  }
+  void free_device(void* ptr) override {
+    if (ptr == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      device_blocks_.erase(reinterpret_cast<uintptr_t>(ptr));
+    }
+    std::free(ptr);
+  }
+  void synchronize(DeviceStream stream, int timeout_ms) override {
+    StandinStream* s = stream_of(stream);
+    uint64_t target = s->enqueued();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (s->finished() < target) {
+      if (std::chrono::steady_clock::now() > deadline)
+        fail(BAGUA_ERR_TIMEOUT, "stand-in stream did not finish within {} ms", timeout_ms);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  void set_device(int) override {}
+  void enter_library_thread() override {}
+
+  void run_on_stream(DeviceStream stream, std::function<void()> task) override {
+    stream_of(stream)->enqueue(std::move(task));
+  }
+  void set_capturing(DeviceStream stream, bool capturing) override { stream_of(stream)->capturing = capturing; }
+
+ private:
+  StandinStream* stream_of(DeviceStream stream) {
+    return stream ? static_cast<StandinStream*>(stream) : &legacy_default_;
+  }
+  std::mutex mutex_;
+  std::map<uintptr_t, size_t> device_blocks_;
+  StandinStream legacy_default_;
+};
+
+StandinRuntime* g_standin = nullptr;
+
+}  // namespace
+
+DeviceRuntime* make_standin_runtime() {
+  if (g_standin == nullptr) g_standin = new StandinRuntime;  // never freed: its streams outlive static destructors
+  return g_standin;
+}
+
+StandinControl* standin_control() {
+  DeviceRuntime& runtime = device_runtime();
+  return &runtime == g_standin ? g_standin : nullptr;
+}
+
+}  // namespace bagua
