@@ -6,14 +6,22 @@
 //   groups   send/recv patterns inside bagua_group_start/end that would deadlock as blocking calls.
 // Results are compared bit for bit with common/collective_oracle.h; guard bytes after every buffer must
 // stay untouched. For per-rank-count collectives the ~4M count is the total (4M / N per rank).
+// A second argument puts the matrix and forced cases on device memory: `device` (every rank) or `mixed` (odd
+// ranks device, even ranks host). Each case then copies its buffers, guards included, to the device on a stream
+// (the stand-in sometimes delays that copy), makes the call on that stream, copies back on it and synchronizes.
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "algorithms/registry.h"
 #include "api/api_guard.h"
+#include "kernels/device_runtime.h"
 #include "common/collective_oracle.h"
 #include "mp/mp_check.h"
 
@@ -25,18 +33,64 @@ namespace {
 int g_rank, g_size;
 long g_cases = 0;
 
-// A buffer with guard bytes after it, optionally starting one byte off alignment.
+enum class Memory { kHost, kDevice, kMixed };
+Memory g_memory = Memory::kHost;
+void* g_stream = nullptr;  // the stream of device calls
+bool device_here() { return g_memory == Memory::kDevice || (g_memory == Memory::kMixed && g_rank % 2 == 1); }
+
+struct Buf;
+std::vector<Buf*> g_live;  // the buffers of the case in progress
+
+// A buffer with guard bytes after it, optionally starting one byte off alignment. On device memory, `storage` is
+// the host image that the case fills and checks, and `device` its copy that the call gets.
 struct Buf {
   std::vector<unsigned char> storage;
   unsigned char* ptr = nullptr;
   size_t bytes = 0;
-  Buf(size_t n, bool misalign) : storage(n + 17, 0xAB), ptr(storage.data() + (misalign ? 1 : 0)), bytes(n) {}
+  unsigned char* device = nullptr;
+  Buf(size_t n, bool misalign) : storage(n + 17, 0xAB), ptr(storage.data() + (misalign ? 1 : 0)), bytes(n) {
+    if (!device_here()) return;
+    device = static_cast<unsigned char*>(device_runtime().alloc_device(storage.size(), 0));
+    MP_CHECK(device != nullptr);
+    g_live.push_back(this);
+  }
+  ~Buf() {
+    if (!device) return;
+    device_runtime().free_device(device);
+    g_live.erase(std::find(g_live.begin(), g_live.end(), this));
+  }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
   bool guard_ok() const {
     for (size_t i = ptr - storage.data() + bytes; i < storage.size(); ++i)
       if (storage[i] != 0xAB) return false;
     return true;
   }
 };
+
+// The address the call gets for a host address inside a buffer of the case.
+template <typename T>
+T* A(T* host) {
+  auto* p = reinterpret_cast<unsigned char*>(const_cast<std::remove_const_t<T>*>(host));
+  for (Buf* b : g_live)
+    if (p >= b->storage.data() && p <= b->storage.data() + b->storage.size())
+      return reinterpret_cast<T*>(b->device + (p - b->storage.data()));
+  return host;
+}
+
+// The caller's work before a device call (it produces the input) and after it (it consumes the output).
+void to_device() {
+  if (g_live.empty()) return;
+  static long calls = 0;
+  if (StandinControl* standin = standin_control(); standin && ++calls % 4 == 0)
+    standin->run_on_stream(g_stream, [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
+  for (Buf* b : g_live) device_runtime().copy_async(b->device, b->storage.data(), b->storage.size(), g_stream);
+}
+void from_device() {
+  if (g_live.empty()) return;
+  for (Buf* b : g_live) device_runtime().copy_async(b->storage.data(), b->device, b->storage.size(), g_stream);
+  device_runtime().synchronize(g_stream, 120000);
+}
 
 struct Case {
   Collective c;
@@ -62,7 +116,9 @@ std::string describe(const Case& k) {
   } while (0)
 #define CASE_OK(call)                                                                                     \
   do {                                                                                                    \
+    to_device();                                                                                          \
     bagua_status_t s_ = (call);                                                                           \
+    from_device();                                                                                        \
     if (s_ != BAGUA_SUCCESS) {                                                                            \
       std::fprintf(stderr, "rank %d: %s: %s: %s\n", g_rank, describe(k).c_str(), bagua_status_string(s_), \
                    bagua_get_last_error(comm));                                                           \
@@ -79,7 +135,7 @@ void run_case(bagua_comm_t comm, const Case& k) {
       Buf send(cnt * es, k.misalign), recv(cnt * es, k.misalign);
       fill_input(send.ptr, cnt, k.t, k.op, r);
       unsigned char* out = k.in_place ? send.ptr : recv.ptr;
-      CASE_OK(bagua_allreduce(send.ptr, out, cnt, k.t, k.op, comm, nullptr));
+      CASE_OK(bagua_allreduce(A(send.ptr), A(out), cnt, k.t, k.op, comm, g_stream));
       CASE_CHECK(first_mismatch(out, cnt, k.t, k.op, n) == cnt);
       CASE_CHECK(send.guard_ok() && recv.guard_ok());
       break;
@@ -88,7 +144,7 @@ void run_case(bagua_comm_t comm, const Case& k) {
       Buf send(n * cnt * es, k.misalign), recv(cnt * es, k.misalign);
       fill_input_at(send.ptr, n * cnt, 0, k.t, k.op, r);
       unsigned char* out = k.in_place ? send.ptr + r * cnt * es : recv.ptr;
-      CASE_OK(bagua_reduce_scatter(send.ptr, out, cnt, k.t, k.op, comm, nullptr));
+      CASE_OK(bagua_reduce_scatter(A(send.ptr), A(out), cnt, k.t, k.op, comm, g_stream));
       CASE_CHECK(first_mismatch_at(out, cnt, r * cnt, k.t, k.op, n) == cnt);
       CASE_CHECK(send.guard_ok() && recv.guard_ok());
       break;
@@ -97,7 +153,7 @@ void run_case(bagua_comm_t comm, const Case& k) {
       Buf send(cnt * es, k.misalign), recv(n * cnt * es, k.misalign);
       unsigned char* in = k.in_place ? recv.ptr + r * cnt * es : send.ptr;
       fill_codes(in, cnt, k.t, r, 0);
-      CASE_OK(bagua_allgather(in, recv.ptr, cnt, k.t, comm, nullptr));
+      CASE_OK(bagua_allgather(A(in), A(recv.ptr), cnt, k.t, comm, g_stream));
       for (int b = 0; b < n; ++b) CASE_CHECK(first_code_mismatch(recv.ptr + b * cnt * es, cnt, k.t, b, 0) == cnt);
       CASE_CHECK(send.guard_ok() && recv.guard_ok());
       break;
@@ -106,7 +162,7 @@ void run_case(bagua_comm_t comm, const Case& k) {
       Buf send(cnt * es, k.misalign), recv(cnt * es, k.misalign);
       if (r == k.root) fill_codes(send.ptr, cnt, k.t, k.root, 1);
       unsigned char* out = k.in_place ? send.ptr : recv.ptr;
-      CASE_OK(bagua_broadcast(r == k.root ? send.ptr : nullptr, out, cnt, k.t, k.root, comm, nullptr));
+      CASE_OK(bagua_broadcast(r == k.root ? A(send.ptr) : nullptr, A(out), cnt, k.t, k.root, comm, g_stream));
       CASE_CHECK(first_code_mismatch(out, cnt, k.t, k.root, 1) == cnt);
       CASE_CHECK(send.guard_ok() && recv.guard_ok());
       break;
@@ -115,7 +171,7 @@ void run_case(bagua_comm_t comm, const Case& k) {
       Buf send(cnt * es, k.misalign), recv(cnt * es, k.misalign);
       fill_input(send.ptr, cnt, k.t, k.op, r);
       unsigned char* out = r != k.root ? nullptr : (k.in_place ? send.ptr : recv.ptr);
-      CASE_OK(bagua_reduce(send.ptr, out, cnt, k.t, k.op, k.root, comm, nullptr));
+      CASE_OK(bagua_reduce(A(send.ptr), A(out), cnt, k.t, k.op, k.root, comm, g_stream));
       if (r == k.root) CASE_CHECK(first_mismatch(out, cnt, k.t, k.op, n) == cnt);
       CASE_CHECK(send.guard_ok() && recv.guard_ok());
       break;
@@ -123,7 +179,7 @@ void run_case(bagua_comm_t comm, const Case& k) {
     case Collective::kAlltoall: {
       Buf send(n * cnt * es, k.misalign), recv(n * cnt * es, k.misalign);
       for (int p = 0; p < n; ++p) fill_codes(send.ptr + p * cnt * es, cnt, k.t, r, p);
-      CASE_OK(bagua_alltoall(send.ptr, recv.ptr, cnt, k.t, comm, nullptr));
+      CASE_OK(bagua_alltoall(A(send.ptr), A(recv.ptr), cnt, k.t, comm, g_stream));
       for (int p = 0; p < n; ++p) CASE_CHECK(first_code_mismatch(recv.ptr + p * cnt * es, cnt, k.t, p, r) == cnt);
       CASE_CHECK(send.guard_ok() && recv.guard_ok());
       break;
@@ -141,7 +197,7 @@ void run_case(bagua_comm_t comm, const Case& k) {
       }
       Buf send(s_total * es, k.misalign), recv(r_total * es, k.misalign);
       for (int p = 0; p < n; ++p) fill_codes(send.ptr + sd[p] * es, sc[p], k.t, r, p);
-      CASE_OK(bagua_alltoallv(send.ptr, sc.data(), sd.data(), recv.ptr, rc.data(), rd.data(), k.t, comm, nullptr));
+      CASE_OK(bagua_alltoallv(A(send.ptr), sc.data(), sd.data(), A(recv.ptr), rc.data(), rd.data(), k.t, comm, g_stream));
       for (int p = 0; p < n; ++p) CASE_CHECK(first_code_mismatch(recv.ptr + rd[p] * es, rc[p], k.t, p, r) == rc[p]);
       CASE_CHECK(send.guard_ok() && recv.guard_ok());
       break;
@@ -150,7 +206,7 @@ void run_case(bagua_comm_t comm, const Case& k) {
       Buf send(cnt * es, k.misalign), recv(n * cnt * es, k.misalign);
       unsigned char* in = (k.in_place && r == k.root) ? recv.ptr + r * cnt * es : send.ptr;
       fill_codes(in, cnt, k.t, r, 2);
-      CASE_OK(bagua_gather(in, r == k.root ? recv.ptr : nullptr, cnt, k.t, k.root, comm, nullptr));
+      CASE_OK(bagua_gather(A(in), r == k.root ? A(recv.ptr) : nullptr, cnt, k.t, k.root, comm, g_stream));
       if (r == k.root)
         for (int b = 0; b < n; ++b) CASE_CHECK(first_code_mismatch(recv.ptr + b * cnt * es, cnt, k.t, b, 2) == cnt);
       CASE_CHECK(send.guard_ok() && recv.guard_ok());
@@ -161,7 +217,7 @@ void run_case(bagua_comm_t comm, const Case& k) {
       if (r == k.root)
         for (int b = 0; b < n; ++b) fill_codes(send.ptr + b * cnt * es, cnt, k.t, k.root, b);
       unsigned char* out = (k.in_place && r == k.root) ? send.ptr + r * cnt * es : recv.ptr;
-      CASE_OK(bagua_scatter(r == k.root ? send.ptr : nullptr, out, cnt, k.t, k.root, comm, nullptr));
+      CASE_OK(bagua_scatter(r == k.root ? A(send.ptr) : nullptr, A(out), cnt, k.t, k.root, comm, g_stream));
       CASE_CHECK(first_code_mismatch(out, cnt, k.t, k.root, r) == cnt);
       CASE_CHECK(send.guard_ok() && recv.guard_ok());
       break;
@@ -446,11 +502,24 @@ void large_allreduce(bagua_comm_t comm) {
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "matrix";
+  std::string memory = argc > 2 ? argv[2] : "host";
   bagua_comm_t comm = nullptr;
   MP_OK(bagua_comm_init_from_env(&comm));
   MP_OK(bagua_comm_rank(comm, &g_rank));
   MP_OK(bagua_comm_size(comm, &g_size));
-  if (mode == "matrix") {
+  if (memory != "host") {
+    if (std::string(device_runtime().name()) == "none") {
+      if (g_rank == 0) std::printf("skipping: no CUDA device (BAGUA_DEVICE_STANDIN=1 runs the host stand-in)\n");
+      MP_OK(bagua_comm_destroy(comm));
+      return 77;
+    }
+    g_memory = memory == "mixed" ? Memory::kMixed : Memory::kDevice;
+    g_stream = device_runtime().create_stream(0);
+    if (g_rank == 0) std::printf("memory: %s, device runtime: %s\n", memory.c_str(), device_runtime().name());
+  }
+  if (mode == "matrix" && g_memory != Memory::kHost) {
+    matrix(comm);
+  } else if (mode == "matrix") {
     matrix(comm);
     split(comm);
     groups(comm);
