@@ -225,8 +225,7 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
       op->copy_out(recv, host.recvbuf, re);
     }
   }
-  op->gate_stream();
-  // Nothing can fail from here on: the sequence number is taken.
+  // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
   ScheduleContext ctx = make_context(comm, tag_kind_of(args.collective), args.dtype, args.op);
   std::string description = fmt::format("{} #{} ({} x {}, {}, device{})", collective_name(args.collective),
                                         ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
@@ -285,7 +284,6 @@ std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, 
     device_op = prepare_device_operation(comm, BAGUA_OPKIND_SEND, stream, memory.device(), bytes);
     device_op->copy_in(device_op->staging(), buf, bytes);
     buf = device_op->staging();
-    device_op->gate_stream();
   }
   uint64_t seq = comm.next_send_sequence(peer);
   uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, comm.rank());
@@ -308,7 +306,6 @@ std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_
     device_op = prepare_device_operation(comm, BAGUA_OPKIND_RECV, stream, memory.device(), bytes);
     device_op->copy_out(buf, device_op->staging(), bytes);
     buf = device_op->staging();
-    device_op->gate_stream();
   }
   uint64_t seq = comm.next_recv_sequence(peer);
   uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, peer);

@@ -18,6 +18,8 @@ namespace {
 struct GroupState {
   int depth = 0;
   std::vector<std::unique_ptr<bagua_request>> posted;
+  // Device operations wait for bagua_group_end, which submits them per communicator (DeviceProxy::submit_group).
+  std::vector<std::pair<bagua_comm*, std::unique_ptr<DeviceOperation>>> device;
 };
 thread_local GroupState t_group;
 
@@ -26,8 +28,12 @@ thread_local GroupState t_group;
 // Blocking form: post, then wait (inside a group: post now, wait in bagua_group_end).
 void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
   Comm& comm = *handle->impl;
-  if (op->on_device()) {  // stream-ordered: enqueued now, inside a group or not
-    comm.device_proxy().submit(std::unique_ptr<DeviceOperation>(static_cast<DeviceOperation*>(op.release())));
+  if (op->on_device()) {  // stream-ordered: enqueued now, or with its group in bagua_group_end
+    std::unique_ptr<DeviceOperation> device_op(static_cast<DeviceOperation*>(op.release()));
+    if (t_group.depth > 0)
+      t_group.device.emplace_back(handle, std::move(device_op));
+    else
+      comm.device_proxy().submit(std::move(device_op));
     return;
   }
   if (t_group.depth > 0) {
@@ -226,11 +232,29 @@ bagua_status_t bagua_group_end(void) {
     return guarded(nullptr, "bagua_group_end",
                    [] { fail(BAGUA_ERR_INVALID_USAGE, "bagua_group_end without bagua_group_start"); });
   if (--t_group.depth > 0) return BAGUA_SUCCESS;
+  bagua_status_t first = BAGUA_SUCCESS;
+  // Device operations: enqueued on their streams, one group per communicator; they do not block here.
+  auto device = std::move(t_group.device);
+  t_group.device.clear();
+  while (!device.empty()) {
+    bagua_comm* comm = device.front().first;
+    std::vector<std::unique_ptr<DeviceOperation>> ops;
+    for (auto it = device.begin(); it != device.end();) {
+      if (it->first != comm) {
+        ++it;
+        continue;
+      }
+      ops.push_back(std::move(it->second));
+      it = device.erase(it);
+    }
+    bagua_status_t status =
+        guarded(comm, "bagua_group_end", [&] { comm->impl->device_proxy().submit_group(std::move(ops)); });
+    if (first == BAGUA_SUCCESS) first = status;
+  }
   // Drive every posted operation round-robin (they may depend on each other across communicators);
   // report the first error, after all have finished.
   std::vector<std::unique_ptr<bagua_request>> posted = std::move(t_group.posted);
   t_group.posted.clear();
-  bagua_status_t first = BAGUA_SUCCESS;
   std::vector<bool> done(posted.size(), false);
   size_t remaining = posted.size();
   Backoff backoff;

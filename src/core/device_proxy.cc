@@ -84,12 +84,12 @@ DeviceOperation::~DeviceOperation() {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   host_op_.reset();
-  gate_.release();
+  gate_.reset();  // the last operation of its group on this stream releases it
 }
 
-void DeviceOperation::gate_stream() {
-  input_ready_ = proxy_.runtime().record(stream_);
-  gate_ = proxy_.gate(stream_);
+void DeviceOperation::set_gate(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate) {
+  input_ready_ = std::move(input_ready);
+  gate_ = std::move(gate);
 }
 
 void DeviceOperation::set_host_operation(std::function<std::unique_ptr<Operation>()> build, std::string description) {
@@ -249,7 +249,8 @@ void DeviceProxy::give_back(void* ptr, size_t bytes) {
   changed_.notify_all();
 }
 
-StreamGate DeviceProxy::gate(DeviceStream stream) {
+std::pair<std::shared_ptr<DeviceEvent>, std::shared_ptr<StreamGate>> DeviceProxy::gate(DeviceStream stream) {
+  std::shared_ptr<DeviceEvent> input_ready = runtime_.record(stream);
   uint32_t slot, value;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -266,9 +267,9 @@ StreamGate DeviceProxy::gate(DeviceStream stream) {
     free_slots_.pop_back();
     value = ++gate_generation_[slot];
   }
-  StreamGate gate(this, slot, value);  // released (a no-op for the stream) if wait_value throws
+  auto gate = std::make_shared<StreamGate>(this, slot, value);  // released (a no-op) if wait_value throws
   runtime_.wait_value(stream, &gate_pages_[slot / kGateWordsPerPage][slot % kGateWordsPerPage], value);
-  return gate;
+  return {std::move(input_ready), std::move(gate)};
 }
 
 void DeviceProxy::release_slot(uint32_t slot, uint32_t value) {
@@ -286,7 +287,32 @@ DeviceStream DeviceProxy::copy_stream(int device) {
   return stream;
 }
 
+void DeviceProxy::submit_group(std::vector<std::unique_ptr<DeviceOperation>> ops) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i]->gated()) continue;
+    std::pair<std::shared_ptr<DeviceEvent>, std::shared_ptr<StreamGate>> shared;
+    try {
+      shared = gate(ops[i]->stream());
+    } catch (const Error& e) {
+      comm_.poison(e.status(), e.what());
+      throw;
+    }
+    for (size_t j = i; j < ops.size(); ++j)
+      if (ops[j]->stream() == ops[i]->stream()) ops[j]->set_gate(shared.first, shared.second);
+  }
+  for (auto& op : ops) submit(std::move(op));
+}
+
 void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<DeviceCompletion> completion) {
+  if (!op->gated()) {
+    try {
+      auto [input_ready, gate_of_op] = gate(op->stream());
+      op->set_gate(std::move(input_ready), std::move(gate_of_op));
+    } catch (const Error& e) {
+      comm_.poison(e.status(), e.what());  // the ranks are out of step: this rank has taken its sequence number
+      throw;
+    }
+  }
   comm_.start(*op);  // throws when the communicator is unusable; op's destructor then releases the stream
   note_stream_use(op->stream(), comm_.id(), comm_.rank(), +1);
   std::lock_guard<std::mutex> lock(mutex_);

@@ -75,8 +75,10 @@ class DeviceOperation final : public Operation {
   void copy_out(void* device_dst, const void* stage, size_t bytes) {
     copies_out_.push_back({device_dst, stage, bytes});
   }
-  // Gates the user's stream behind this operation. Call last, after everything that can fail.
-  void gate_stream();
+  // The user's stream position this operation starts after, and the gate that holds the stream's later work
+  // until it ends. Operations of one group on one stream share both (DeviceProxy::submit_group).
+  void set_gate(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate);
+  bool gated() const { return gate_ != nullptr; }
   // The host operation on the staging memory, built once the input is there; the sequence number is already taken.
   void set_host_operation(std::function<std::unique_ptr<Operation>()> build, std::string description);
 
@@ -95,8 +97,8 @@ class DeviceOperation final : public Operation {
   DeviceStream stream_;
   int device_;
   StagingLease staging_;
-  StreamGate gate_;
-  std::unique_ptr<DeviceEvent> input_ready_;
+  std::shared_ptr<StreamGate> gate_;
+  std::shared_ptr<DeviceEvent> input_ready_;
   std::unique_ptr<DeviceEvent> copies_done_;
   std::vector<DeviceCopy> copies_in_, copies_out_;
   std::function<std::unique_ptr<Operation>()> build_;
@@ -126,11 +128,16 @@ class DeviceProxy {
   void check_stream(DeviceStream stream) const;
   // A staging block of `bytes`; waits for operations in flight to return theirs, up to the timeout.
   StagingLease lease(size_t bytes);
-  StreamGate gate(DeviceStream stream);
+  // Records the stream's position and parks its later work on a fresh gate.
+  std::pair<std::shared_ptr<DeviceEvent>, std::shared_ptr<StreamGate>> gate(DeviceStream stream);
   // The library's copy stream on `device`.
   DeviceStream copy_stream(int device);
-  // Starts the operation and hands it to the proxy thread; `completion`, when given, learns its end.
+  // Gates the stream, starts the operation and hands it to the proxy thread; `completion`, when given, learns its
+  // end. The sequence number is already taken, so a failure here poisons the communicator.
   void submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<DeviceCompletion> completion = nullptr);
+  // The device operations of one bagua_group_start/end on this communicator: those on one stream start together
+  // and release it together, so that sends and receives among them cannot wait on each other.
+  void submit_group(std::vector<std::unique_ptr<DeviceOperation>> ops);
   size_t in_flight();
 
  private:

@@ -1,0 +1,385 @@
+// Device-memory semantics (docs/cuda.md), on a GPU or on the host stand-in for the CUDA runtime
+// (BAGUA_DEVICE_STANDIN=1). Under bagua-run -n N:
+//   semantics  the call returns before the operation completes; two communicators on two streams; the legacy
+//              default stream; non-blocking requests; send/recv and a collective in one group; many calls queued
+//              without a synchronize; freed and reallocated buffers; NULL and mixed-kind arguments
+//   failure    rank 1 leaves with an operation in flight: the survivors' stream synchronize returns within
+//              BAGUA_TIMEOUT + 2 s and the error is reported by the call's request and every later call
+//   abort      abort from another thread while device work is enqueued that cannot finish
+//   limit      a call larger than BAGUA_DEVICE_MEMORY_LIMIT is a clear error with no side effect
+// Without bagua-run:
+//   threads    ranks as threads: two ranks on one stream are refused; a stream each works
+//   capture    a stream being captured into a CUDA graph is refused with no side effect (stand-in only)
+// Exits 77 when no device runtime is available.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/device_runtime.h"
+#include "mp/mp_check.h"
+
+using namespace bagua;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int g_rank = 0, g_size = 1;
+DeviceRuntime* g_rt = nullptr;
+
+// A device buffer of `count` int64 with its host image.
+struct DevBuf {
+  std::vector<int64_t> host;
+  int64_t* dev = nullptr;
+  explicit DevBuf(size_t count) : host(count, 0) {
+    dev = static_cast<int64_t*>(g_rt->alloc_device(count * sizeof(int64_t), 0));
+    MP_CHECK(dev != nullptr);
+  }
+  ~DevBuf() { g_rt->free_device(dev); }
+  void upload(void* stream) { g_rt->copy_async(dev, host.data(), host.size() * sizeof(int64_t), stream); }
+  void download(void* stream) { g_rt->copy_async(host.data(), dev, host.size() * sizeof(int64_t), stream); }
+};
+
+void sync(void* stream) { g_rt->synchronize(stream, 60000); }
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int64_t rank_sum() { return static_cast<int64_t>(g_size) * (g_size - 1) / 2; }
+
+void returns_before_completion(bagua_comm_t comm, void* stream) {
+  DevBuf b(1 << 16);
+  for (auto& v : b.host) v = g_rank;
+  b.upload(stream);
+  MP_OK(bagua_barrier(comm, nullptr));
+  if (g_rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto start = Clock::now();
+  MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+  double returned = since(start);
+  b.download(stream);
+  sync(stream);
+  double completed = since(start);
+  for (int64_t v : b.host) MP_CHECK(v == rank_sum());
+  if (g_rank == 0) {
+    std::printf("returns before completion: returned after %.1f ms, complete after %.1f ms\n", returned * 1e3,
+                completed * 1e3);
+    MP_CHECK(returned < 0.2);
+    MP_CHECK(completed > 0.3);
+  }
+}
+
+void two_comms_two_streams(bagua_comm_t comm) {
+  bagua_comm_t other = nullptr;
+  MP_OK(bagua_comm_split(comm, 0, g_size - g_rank, &other));  // reversed rank order
+  void* s1 = g_rt->create_stream(0);
+  void* s2 = g_rt->create_stream(0);
+  DevBuf a(100003), b(70001);
+  for (int round = 0; round < 5; ++round) {
+    for (size_t i = 0; i < a.host.size(); ++i) a.host[i] = g_rank + static_cast<int64_t>(i) + round;
+    for (size_t i = 0; i < b.host.size(); ++i) b.host[i] = g_rank * 2 - static_cast<int64_t>(i);
+    a.upload(s1);
+    b.upload(s2);
+    MP_OK(bagua_allreduce(a.dev, a.dev, a.host.size(), BAGUA_INT64, BAGUA_SUM, comm, s1));
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_MAX, other, s2));
+    a.download(s1);
+    b.download(s2);
+    sync(s1);
+    sync(s2);
+    for (size_t i = 0; i < a.host.size(); ++i)
+      MP_CHECK(a.host[i] == rank_sum() + g_size * (static_cast<int64_t>(i) + round));
+    for (size_t i = 0; i < b.host.size(); ++i) MP_CHECK(b.host[i] == (g_size - 1) * 2 - static_cast<int64_t>(i));
+  }
+  MP_OK(bagua_comm_destroy(other));
+  if (g_rank == 0) std::printf("two communicators on two streams: ok\n");
+}
+
+void legacy_stream_and_requests(bagua_comm_t comm) {
+  DevBuf b(4099);
+  for (auto& v : b.host) v = 1;
+  b.upload(nullptr);
+  MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, nullptr));
+  // Non-blocking forms order on the legacy default stream; the request ends with the stream work.
+  bagua_request_t req = nullptr;
+  MP_OK(bagua_iallreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, &req));
+  MP_OK(bagua_wait(req));
+  MP_OK(bagua_iallreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, &req));
+  int done = 0;
+  for (auto start = Clock::now(); !done && since(start) < 30;) {
+    bagua_status_t s = bagua_test(req, &done);
+    MP_CHECK(s == (done ? BAGUA_SUCCESS : BAGUA_IN_PROGRESS));
+  }
+  MP_CHECK(done == 1);
+  b.download(nullptr);
+  sync(nullptr);
+  for (int64_t v : b.host) MP_CHECK(v == static_cast<int64_t>(g_size) * g_size * g_size);
+  if (g_rank == 0) std::printf("legacy default stream and requests: ok\n");
+}
+
+void group_send_recv(bagua_comm_t comm, void* stream) {
+  const size_t count = 50000;
+  std::vector<DevBuf*> out, in;
+  for (int p = 0; p < g_size; ++p) {
+    out.push_back(new DevBuf(count));
+    in.push_back(new DevBuf(count));
+    for (size_t i = 0; i < count; ++i) out[p]->host[i] = g_rank * 1000003 + p * 1009 + static_cast<int64_t>(i);
+    out[p]->upload(stream);
+  }
+  DevBuf total(1);
+  total.host[0] = 1;
+  total.upload(stream);
+  MP_OK(bagua_group_start());
+  for (int p = 0; p < g_size; ++p) MP_OK(bagua_send(out[p]->dev, count, BAGUA_INT64, p, comm, stream));
+  for (int p = g_size - 1; p >= 0; --p) MP_OK(bagua_recv(in[p]->dev, count, BAGUA_INT64, p, comm, stream));
+  MP_OK(bagua_allreduce(total.dev, total.dev, 1, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  MP_OK(bagua_group_end());
+  for (int p = 0; p < g_size; ++p) in[p]->download(stream);
+  total.download(stream);
+  sync(stream);
+  for (int p = 0; p < g_size; ++p)
+    for (size_t i = 0; i < count; ++i) MP_CHECK(in[p]->host[i] == p * 1000003 + g_rank * 1009 + static_cast<int64_t>(i));
+  MP_CHECK(total.host[0] == g_size);
+  for (int p = 0; p < g_size; ++p) {
+    delete out[p];
+    delete in[p];
+  }
+  if (g_rank == 0) std::printf("send/recv and allreduce in one group: ok\n");
+}
+
+void queued_without_sync(bagua_comm_t comm, void* stream) {
+  DevBuf b(1000);
+  for (auto& v : b.host) v = 1;
+  b.upload(stream);
+  const int rounds = 20;  // g_size^20 <= 4^20 fits in int64
+  for (int i = 0; i < rounds; ++i)
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+  b.download(stream);
+  sync(stream);
+  int64_t want = 1;
+  for (int i = 0; i < rounds; ++i) want *= g_size;
+  for (int64_t v : b.host) MP_CHECK(v == want);
+  if (g_rank == 0) std::printf("%d calls queued without a synchronize: ok\n", rounds);
+}
+
+void reallocated(bagua_comm_t comm, void* stream) {
+  for (int round = 0; round < 4; ++round) {
+    DevBuf b(1 << 20);
+    for (size_t i = 0; i < b.host.size(); ++i) b.host[i] = static_cast<int64_t>(i % 1000) * (round + 1) + g_rank;
+    b.upload(stream);
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    b.download(stream);
+    sync(stream);
+    for (size_t i = 0; i < b.host.size(); ++i)
+      MP_CHECK(b.host[i] == static_cast<int64_t>(i % 1000) * (round + 1) * g_size + rank_sum());
+  }
+  if (g_rank == 0) std::printf("freed and reallocated buffers: ok\n");
+}
+
+void bad_arguments(bagua_comm_t comm, void* stream) {
+  DevBuf b(16);
+  std::vector<int64_t> host(16);
+  MP_CHECK(bagua_allreduce(b.dev, host.data(), 16, BAGUA_INT64, BAGUA_SUM, comm, stream) == BAGUA_ERR_INVALID_ARGUMENT);
+  MP_CHECK(std::strstr(bagua_get_last_error(comm), "host or device") != nullptr);
+  MP_CHECK(bagua_allreduce(b.dev, nullptr, 16, BAGUA_INT64, BAGUA_SUM, comm, stream) == BAGUA_ERR_INVALID_ARGUMENT);
+  // Relaxations do not take device memory yet: a clear NOT_SUPPORTED.
+  bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+  MP_CHECK(bagua_quantized_allreduce(b.dev, b.dev, 16, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, stream) ==
+           BAGUA_ERR_NOT_SUPPORTED);
+  // None of that had a side effect.
+  queued_without_sync(comm, stream);
+}
+
+int semantics(bagua_comm_t comm) {
+  void* stream = g_rt->create_stream(0);
+  returns_before_completion(comm, stream);
+  two_comms_two_streams(comm);
+  legacy_stream_and_requests(comm);
+  group_send_recv(comm, stream);
+  reallocated(comm, stream);
+  bad_arguments(comm, stream);
+  bagua_stats_t stats{};
+  stats.size = sizeof stats;
+  MP_OK(bagua_comm_get_stats(comm, &stats));
+  MP_CHECK(stats.ops[BAGUA_OPKIND_ALLREDUCE] >= 30 && stats.ops[BAGUA_OPKIND_SEND] >= static_cast<uint64_t>(g_size));
+  return 0;
+}
+
+// Every rank enqueues a 32 MiB allreduce; rank 1 joins 200 ms late and leaves 5 ms after, with the operation in
+// flight everywhere. Run with BAGUA_TIMEOUT=4.
+int failure(bagua_comm_t comm) {
+  void* stream = g_rt->create_stream(0);
+  DevBuf b(4 << 20);
+  b.upload(stream);
+  MP_OK(bagua_allreduce(b.dev, b.dev, 1024, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  sync(stream);
+  MP_OK(bagua_barrier(comm, nullptr));
+  if (g_rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::printf("rank 1: leaving with an allreduce in flight\n");
+    std::fflush(stdout);
+    _exit(0);
+  }
+  auto start = Clock::now();
+  bagua_request_t req = nullptr;
+  MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+  MP_OK(bagua_iallreduce(b.dev, b.dev, 1024, BAGUA_INT64, BAGUA_SUM, comm, &req));
+  sync(stream);
+  double took = since(start);
+  bagua_status_t req_status = bagua_wait(req);
+  bagua_status_t async = BAGUA_SUCCESS;
+  MP_OK(bagua_comm_get_async_error(comm, &async));
+  bagua_status_t later = bagua_allreduce(b.dev, b.dev, 1, BAGUA_INT64, BAGUA_SUM, comm, stream);
+  std::printf("rank %d: stream released %.2f s after the call; async error %s; request %s; later call %s (%s)\n",
+              g_rank, took, bagua_status_string(async), bagua_status_string(req_status), bagua_status_string(later),
+              bagua_get_last_error(comm));
+  MP_CHECK(took < 0.2 + 4.0 + 2.0);
+  MP_CHECK(async == BAGUA_ERR_REMOTE || async == BAGUA_ERR_TIMEOUT);
+  MP_CHECK(req_status == async);
+  MP_CHECK(later == async);
+  MP_OK(bagua_comm_destroy(comm));
+  return 0;
+}
+
+// Rank 0 enqueues an allreduce that rank 1 never joins, then a second thread aborts.
+int abort_enqueued(bagua_comm_t comm) {
+  void* stream = g_rt->create_stream(0);
+  DevBuf b(1 << 16);
+  b.upload(stream);
+  sync(stream);
+  if (g_rank == 0) {
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    std::thread aborter([comm] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      MP_OK(bagua_comm_abort(comm));
+    });
+    auto start = Clock::now();
+    sync(stream);
+    double took = since(start);
+    aborter.join();
+    bagua_status_t async = BAGUA_SUCCESS;
+    MP_OK(bagua_comm_get_async_error(comm, &async));
+    std::printf("abort: stream released %.2f s after the calls (abort at 0.3 s), async error %s\n", took,
+                bagua_status_string(async));
+    MP_CHECK(took < 2.5);
+    MP_CHECK(async == BAGUA_ERR_ABORTED);
+  } else {
+    // The abort reaches this rank through the bootstrap ring.
+    bagua_status_t async = BAGUA_SUCCESS;
+    for (auto start = Clock::now(); async == BAGUA_SUCCESS && since(start) < 10;) {
+      MP_OK(bagua_comm_get_async_error(comm, &async));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    MP_CHECK(async != BAGUA_SUCCESS);
+  }
+  MP_OK(bagua_comm_destroy(comm));
+  return 0;
+}
+
+// Run with BAGUA_DEVICE_MEMORY_LIMIT=1048576.
+int limit(bagua_comm_t comm) {
+  void* stream = g_rt->create_stream(0);
+  DevBuf big(1 << 18);  // 2 MiB
+  MP_CHECK(bagua_allreduce(big.dev, big.dev, big.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream) ==
+           BAGUA_ERR_SYSTEM);
+  std::string error = bagua_get_last_error(comm);
+  MP_CHECK(error.find("BAGUA_DEVICE_MEMORY_LIMIT") != std::string::npos);
+  if (g_rank == 0) std::printf("limit: %s\n", error.c_str());
+  queued_without_sync(comm, stream);  // no side effect: the ranks are still in step
+  MP_OK(bagua_comm_destroy(comm));
+  return 0;
+}
+
+// Two ranks as threads of this process.
+int threads() {
+  bagua_unique_id_t id;
+  MP_OK(bagua_get_unique_id(&id));
+  std::atomic<int> step{0};
+  std::atomic<bool> refused{false};
+  auto rank_main = [&](int r) {
+    bagua_comm_t comm = nullptr;
+    MP_OK(bagua_comm_init_rank(&comm, 2, id, r));
+    DevBuf b(1000);
+    for (auto& v : b.host) v = r + 1;
+    void* own = g_rt->create_stream(0);
+    b.upload(own);
+    sync(own);
+    if (r == 0) {
+      // In flight on the legacy default stream until rank 1 joins.
+      MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, nullptr));
+      step = 1;
+      b.download(nullptr);
+      sync(nullptr);
+    } else {
+      while (step.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      bagua_status_t s = bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, nullptr);
+      refused = s == BAGUA_ERR_INVALID_USAGE && std::strstr(bagua_get_last_error(comm), "stream each") != nullptr;
+      MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, own));
+      b.download(own);
+      sync(own);
+    }
+    for (int64_t v : b.host) MP_CHECK(v == 3);
+    MP_OK(bagua_comm_destroy(comm));
+  };
+  std::thread t0(rank_main, 0), t1(rank_main, 1);
+  t0.join();
+  t1.join();
+  MP_CHECK(refused.load());
+  std::printf("threads: a shared stream is refused, a stream each works\n");
+  return 0;
+}
+
+int capture() {
+  StandinControl* standin = standin_control();
+  if (standin == nullptr) {
+    std::printf("skipping: graph capture is checked with the stand-in here, and by tests/cuda on a GPU\n");
+    return 77;
+  }
+  bagua_unique_id_t id;
+  MP_OK(bagua_get_unique_id(&id));
+  bagua_comm_t comm = nullptr;
+  MP_OK(bagua_comm_init_rank(&comm, 1, id, 0));
+  void* stream = g_rt->create_stream(0);
+  DevBuf b(10);
+  standin->set_capturing(stream, true);
+  MP_CHECK(bagua_allreduce(b.dev, b.dev, 10, BAGUA_INT64, BAGUA_SUM, comm, stream) == BAGUA_ERR_NOT_SUPPORTED);
+  MP_CHECK(std::strstr(bagua_get_last_error(comm), "CUDA graph") != nullptr);
+  standin->set_capturing(stream, false);
+  for (auto& v : b.host) v = 5;
+  b.upload(stream);
+  MP_OK(bagua_allreduce(b.dev, b.dev, 10, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  b.download(stream);
+  sync(stream);
+  for (int64_t v : b.host) MP_CHECK(v == 5);
+  MP_OK(bagua_comm_destroy(comm));
+  std::printf("capture: refused with no side effect\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "semantics";
+  g_rt = &device_runtime();
+  if (std::string(g_rt->name()) == "none") {
+    std::printf("skipping: no CUDA device (BAGUA_DEVICE_STANDIN=1 runs the host stand-in)\n");
+    return 77;
+  }
+  if (mode == "threads") return threads();
+  if (mode == "capture") return capture();
+  bagua_comm_t comm = nullptr;
+  MP_OK(bagua_comm_init_from_env(&comm));
+  MP_OK(bagua_comm_rank(comm, &g_rank));
+  MP_OK(bagua_comm_size(comm, &g_size));
+  if (mode == "failure") return failure(comm);
+  if (mode == "abort") return abort_enqueued(comm);
+  if (mode == "limit") return limit(comm);
+  int rc = semantics(comm);
+  MP_OK(bagua_comm_destroy(comm));
+  if (g_rank == 0) std::printf("device semantics on %d ranks (%s): ok\n", g_size, g_rt->name());
+  return rc;
+}
