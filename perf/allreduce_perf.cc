@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     return wrong_reduced(recv, count, 0, a.dtype, a.op, n);
   };
   op.run = [](const void* s, void* r, size_t count, const PerfArgs& a, bagua_comm_t comm) {
-    return bagua_allreduce(s, r, count, a.dtype, a.op, comm, nullptr);
+    return bagua_allreduce(s, r, count, a.dtype, a.op, comm, a.stream);
   };
   op.in_place = PerfOp::InPlace::kSame;
   op.uses_op = true;

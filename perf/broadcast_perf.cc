@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     return wrong_codes(recv, count, a.dtype, a.root, 1);
   };
   op.run = [](const void* s, void* r, size_t count, const PerfArgs& a, bagua_comm_t comm) {
-    return bagua_broadcast(s, r, count, a.dtype, a.root, comm, nullptr);
+    return bagua_broadcast(s, r, count, a.dtype, a.root, comm, a.stream);
   };
   op.in_place = PerfOp::InPlace::kSame;
   op.uses_root = true;

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   op.run = [](const void* s, void* r, size_t count, const PerfArgs& a, bagua_comm_t comm) {
     int n = 1;
     bagua_comm_size(comm, &n);
-    return bagua_gather(s, r, count / n, a.dtype, a.root, comm, nullptr);
+    return bagua_gather(s, r, count / n, a.dtype, a.root, comm, a.stream);
   };
   op.in_place = PerfOp::InPlace::kSendInsideRecv;
   op.uses_root = true;

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     return rank == a.root ? wrong_reduced(recv, count, 0, a.dtype, a.op, n) : 0;
   };
   op.run = [](const void* s, void* r, size_t count, const PerfArgs& a, bagua_comm_t comm) {
-    return bagua_reduce(s, r, count, a.dtype, a.op, a.root, comm, nullptr);
+    return bagua_reduce(s, r, count, a.dtype, a.op, a.root, comm, a.stream);
   };
   op.in_place = PerfOp::InPlace::kSame;
   op.uses_op = true;

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   op.run = [](const void* s, void* r, size_t count, const PerfArgs& a, bagua_comm_t comm) {
     int n = 1;
     bagua_comm_size(comm, &n);
-    return bagua_reduce_scatter(s, r, count / n, a.dtype, a.op, comm, nullptr);
+    return bagua_reduce_scatter(s, r, count / n, a.dtype, a.op, comm, a.stream);
   };
   op.in_place = PerfOp::InPlace::kRecvInsideSend;
   op.uses_op = true;

@@ -22,8 +22,8 @@ int main(int argc, char** argv) {
     bagua_comm_size(comm, &n);
     bagua_comm_rank(comm, &rank);
     bagua_group_start();
-    bagua_send(s, count, a.dtype, (rank + 1) % n, comm, nullptr);
-    bagua_recv(r, count, a.dtype, (rank + n - 1) % n, comm, nullptr);
+    bagua_send(s, count, a.dtype, (rank + 1) % n, comm, a.stream);
+    bagua_recv(r, count, a.dtype, (rank + n - 1) % n, comm, a.stream);
     return bagua_group_end();
   };
   op.in_place = PerfOp::InPlace::kNone;

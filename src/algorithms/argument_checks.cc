@@ -5,8 +5,8 @@
 
 #include "base/error.h"
 #include "core/comm.h"
-#include "kernels/dtype.h"
 #include "kernels/device_runtime.h"
+#include "kernels/dtype.h"
 
 namespace bagua {
 

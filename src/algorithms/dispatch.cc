@@ -309,8 +309,7 @@ std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_
   }
   uint64_t seq = comm.next_recv_sequence(peer);
   uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, peer);
-  std::string description =
-      fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer);
+  std::string description = fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer);
   if (!device_op) return std::make_unique<RecvOp>(buf, bytes, peer, tag, std::move(description));
   device_op->set_host_operation([=] { return std::make_unique<RecvOp>(buf, bytes, peer, tag, description); },
                                 description + " on device");

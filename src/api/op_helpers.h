@@ -12,7 +12,7 @@
 
 struct bagua_request {
   bagua_comm* comm = nullptr;
-  std::unique_ptr<bagua::Operation> op;              // host memory: the operation itself
+  std::unique_ptr<bagua::Operation> op;             // host memory: the operation itself
   std::shared_ptr<bagua::DeviceCompletion> device;  // device memory: the proxy owns the operation
 };
 

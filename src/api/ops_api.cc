@@ -200,8 +200,7 @@ bagua_status_t bagua_send(const void* buf, size_t count, bagua_datatype_t dtype,
   return guarded(comm, "bagua_send",
                  [&] { run_blocking(comm, make_send(require_comm(comm), buf, count, dtype, peer, stream)); });
 }
-bagua_status_t bagua_recv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
-                          void* stream) {
+bagua_status_t bagua_recv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm, void* stream) {
   return guarded(comm, "bagua_recv",
                  [&] { run_blocking(comm, make_recv(require_comm(comm), buf, count, dtype, peer, stream)); });
 }

@@ -207,8 +207,8 @@ StagingLease DeviceProxy::lease(size_t bytes) {
   const size_t limit = comm_.config().device_memory_limit;
   if (bytes > limit)
     fail(BAGUA_ERR_SYSTEM,
-         "a device call needs {} bytes of staging memory, more than BAGUA_DEVICE_MEMORY_LIMIT ({} bytes) allows",
-         bytes, limit);
+         "a device call needs {} bytes of staging memory, more than BAGUA_DEVICE_MEMORY_LIMIT ({} bytes) allows", bytes,
+         limit);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {

@@ -21,8 +21,8 @@
 
 #include "algorithms/registry.h"
 #include "api/api_guard.h"
-#include "kernels/device_runtime.h"
 #include "common/collective_oracle.h"
+#include "kernels/device_runtime.h"
 #include "mp/mp_check.h"
 
 using namespace bagua;
@@ -197,7 +197,8 @@ void run_case(bagua_comm_t comm, const Case& k) {
       }
       Buf send(s_total * es, k.misalign), recv(r_total * es, k.misalign);
       for (int p = 0; p < n; ++p) fill_codes(send.ptr + sd[p] * es, sc[p], k.t, r, p);
-      CASE_OK(bagua_alltoallv(A(send.ptr), sc.data(), sd.data(), A(recv.ptr), rc.data(), rd.data(), k.t, comm, g_stream));
+      CASE_OK(
+          bagua_alltoallv(A(send.ptr), sc.data(), sd.data(), A(recv.ptr), rc.data(), rd.data(), k.t, comm, g_stream));
       for (int p = 0; p < n; ++p) CASE_CHECK(first_code_mismatch(recv.ptr + rd[p] * es, rc[p], k.t, p, r) == rc[p]);
       CASE_CHECK(send.guard_ok() && recv.guard_ok());
       break;

@@ -139,7 +139,8 @@ void group_send_recv(bagua_comm_t comm, void* stream) {
   total.download(stream);
   sync(stream);
   for (int p = 0; p < g_size; ++p)
-    for (size_t i = 0; i < count; ++i) MP_CHECK(in[p]->host[i] == p * 1000003 + g_rank * 1009 + static_cast<int64_t>(i));
+    for (size_t i = 0; i < count; ++i)
+      MP_CHECK(in[p]->host[i] == p * 1000003 + g_rank * 1009 + static_cast<int64_t>(i));
   MP_CHECK(total.host[0] == g_size);
   for (int p = 0; p < g_size; ++p) {
     delete out[p];
