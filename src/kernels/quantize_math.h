@@ -8,6 +8,10 @@
 
 namespace bagua {
 
+// Any NaN becomes the canonical quiet NaN 0x7fc00000. NVIDIA's arithmetic returns that NaN whatever its operands,
+// x86 keeps an operand's bits: every kernel output that arithmetic can make NaN goes through this.
+BAGUA_HD inline float canonical_float(float x) { return x != x ? bits_float(0x7fc00000u) : x; }
+
 BAGUA_HD inline uint64_t splitmix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/reduce.h"
 #include "kernels/half.h"
 #include "kernels/quantize.h"
+#include "kernels/quantize_math.h"
 
 namespace bagua {
 
@@ -71,7 +73,7 @@ void bagua_u8_decompress(const uint8_t* in, size_t count, float* x) {
   std::memcpy(&hi, in + 4, 4);
   float scale = 255.0f / (hi - lo + 1e-7f);
   float lower = std::rint(hi * scale) - 255.0f;
-  for (size_t i = 0; i < count; ++i) x[i] = (static_cast<float>(in[32 + i]) + lower) / scale;
+  for (size_t i = 0; i < count; ++i) x[i] = canonical_float((static_cast<float>(in[32 + i]) + lower) / scale);
 }
 
 size_t sign_compressed_bytes(size_t count, size_t chunk) {
@@ -103,12 +105,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) double sign_sum_squ
   return sum;
 }
 
-bool sign_avx512() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  }();
-  return yes;
+// The reductions' choice (BAGUA_CPU_KERNELS=scalar or avx2 turns these paths off too).
+bool sign_avx512() { return cpu_kernels() == CpuKernels::kAvx512; }
+
+__attribute__((target("avx512f"))) inline __m512 canonical_avx512(__m512 v) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
 }
 
 // Sixteen elements per step: the sign mask is two bytes of the output, LSB first.
@@ -120,7 +121,7 @@ __attribute__((target("avx512f,avx512bw"))) size_t sign_pack_avx512(const float*
     __m512 t = _mm512_loadu_ps(x + i);
     if (e) t = _mm512_add_ps(t, _mm512_loadu_ps(e + i));
     __mmask16 positive = _mm512_cmp_ps_mask(t, zero, _CMP_NLT_UQ);  // !(t < 0): 0 and NaN count as +
-    if (e) _mm512_storeu_ps(e + i, _mm512_sub_ps(t, _mm512_mask_blend_ps(positive, neg, pos)));
+    if (e) _mm512_storeu_ps(e + i, canonical_avx512(_mm512_sub_ps(t, _mm512_mask_blend_ps(positive, neg, pos))));
     uint16_t m = positive;
     std::memcpy(bits + i / 8, &m, 2);
   }
@@ -137,7 +138,7 @@ __attribute__((target("avx512f,avx512bw"))) size_t sign_expand_avx512(const uint
     std::memcpy(&m, bits + i / 8, 2);
     __m512 v = _mm512_mask_blend_ps(m, neg, pos);
     if constexpr (kAccumulate) v = _mm512_add_ps(_mm512_loadu_ps(x + i), v);
-    _mm512_storeu_ps(x + i, v);
+    _mm512_storeu_ps(x + i, canonical_avx512(v));
   }
   return i;
 }
@@ -150,7 +151,8 @@ void sign_compress(const float* x, size_t count, size_t chunk, float* error, uin
     size_t len = std::min(chunk, count - begin);
     const float* xc = x + begin;
     float* ec = error ? error + begin : nullptr;
-    float scale = static_cast<float>(std::sqrt(sign_sum_squares(xc, ec, len) / static_cast<double>(len)));
+    float scale =
+        canonical_float(static_cast<float>(std::sqrt(sign_sum_squares(xc, ec, len) / static_cast<double>(len))));
     std::memcpy(out, &scale, 4);
     size_t used = (len + 7) / 8, bytes = round_up(used, 4);
     std::memset(out + 4, 0, bytes);
@@ -159,7 +161,7 @@ void sign_compress(const float* x, size_t count, size_t chunk, float* error, uin
       float t = xc[i] + (ec ? ec[i] : 0.0f);
       bool positive = !(t < 0.0f);  // sign(0) = +1; NaN counts as +1
       out[4 + i / 8] |= static_cast<uint8_t>(static_cast<unsigned>(positive) << (i % 8));
-      if (ec) ec[i] = t - (positive ? scale : -scale);
+      if (ec) ec[i] = canonical_float(t - (positive ? scale : -scale));
     }
     out += 4 + bytes;
   }
@@ -173,13 +175,13 @@ void sign_expand(const uint8_t* in, size_t count, size_t chunk, float* x) {
     size_t len = std::min(chunk, count - begin);
     float scale;
     std::memcpy(&scale, in, 4);
-    const float values[2] = {-scale, scale};
+    const float values[2] = {canonical_float(-scale), canonical_float(scale)};
     float* xc = x + begin;
     size_t done = fast ? sign_expand_avx512<kAccumulate>(in + 4, len, scale, xc) : 0;
     for (size_t i = done; i < len; ++i) {
       float v = values[(in[4 + i / 8] >> (i % 8)) & 1u];
       if constexpr (kAccumulate)
-        xc[i] += v;
+        xc[i] = canonical_float(xc[i] + v);
       else
         xc[i] = v;
     }

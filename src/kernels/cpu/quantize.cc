@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "kernels/cpu/reduce.h"
 #include "kernels/half.h"
 #include "kernels/quantize_math.h"
 
@@ -115,14 +116,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void min_max(const 
 
 // AVX-512 fast paths for the common case (fp32 chunk min/max, 8-bit nearest codes). Same operations in the
 // same order as the portable loops, so the same bits.
-bool avx512_available() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-  }();
-  return yes;
-}
+// The reductions' choice (BAGUA_CPU_KERNELS=scalar or avx2 turns these paths off too).
+bool avx512_available() { return cpu_kernels() == CpuKernels::kAvx512; }
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -343,7 +338,7 @@ void minmax_compress_ef(const void* x, bagua_datatype_t dtype, size_t count, flo
     size_t len = std::min(f.chunk, count - begin);
     for (size_t i = 0; i < len; ++i) t[i] = load(x, dtype, begin + i) + error[begin + i];
     compress_chunk(t, len, f, key, key.index_base + begin, out, deq);
-    for (size_t i = 0; i < len; ++i) error[begin + i] = t[i] - deq[i];
+    for (size_t i = 0; i < len; ++i) error[begin + i] = canonical_float(t[i] - deq[i]);
     out += kHeaderBytes + code_bytes(len, f.bits);
   }
 }
@@ -361,7 +356,7 @@ void minmax_decompress(const uint8_t* in, size_t count, const MinMaxFormat& f, v
 void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxFormat& f, float* acc) {
   decompress_chunks(in, count, f, [&](size_t begin, const float* v, size_t len) {
     float* a = acc + begin;
-    for (size_t i = 0; i < len; ++i) a[i] += v[i];
+    for (size_t i = 0; i < len; ++i) a[i] = canonical_float(a[i] + v[i]);
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/quantize_math.h"
 #include "kernels/half.h"
 
 namespace bagua::cuda {
@@ -29,7 +30,7 @@ __global__ void sign_scale_kernel(const float* x, const float* error, size_t cou
   }
   double sum_sq = 0;
   for (int l = 0; l < 8; ++l) sum_sq += lane[l];
-  scales[c] = static_cast<float>(sqrt(sum_sq / static_cast<double>(len)));
+  scales[c] = canonical_float(static_cast<float>(sqrt(sum_sq / static_cast<double>(len))));
 }
 
 // One thread per output byte of sign bits; also writes the scale and updates the error.
@@ -53,7 +54,7 @@ __global__ void sign_pack_kernel(const float* x, float* error, size_t count, siz
         float t = x[begin + i] + (error ? error[begin + i] : 0.0f);
         bool positive = !(t < 0.0f);
         if (positive) bits |= 1u << k;
-        if (error) error[begin + i] = t - (positive ? scale : -scale);
+        if (error) error[begin + i] = canonical_float(t - (positive ? scale : -scale));
       }
       block[4 + byte] = static_cast<uint8_t>(bits);
     }
@@ -68,7 +69,7 @@ __global__ void sign_unpack_kernel(const uint8_t* in, size_t count, size_t chunk
     const uint8_t* block = in + c * full_block;
     float scale;
     memcpy(&scale, block, 4);
-    x[i] = (block[4 + j / 8] >> (j % 8)) & 1u ? scale : -scale;
+    x[i] = canonical_float((block[4 + j / 8] >> (j % 8)) & 1u ? scale : -scale);
   }
 }
 
@@ -139,7 +140,7 @@ __global__ void u8_decode_kernel(const uint8_t* in, size_t count, float* x) {
   float lower = rintf(hi * scale) - 255.0f;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    x[i] = (static_cast<float>(in[32 + i]) + lower) / scale;
+    x[i] = canonical_float((static_cast<float>(in[32 + i]) + lower) / scale);
 }
 
 unsigned blocks_for(size_t n) {

@@ -108,7 +108,7 @@ __global__ void compress_kernel(const void* x, bagua_datatype_t dtype, float* er
     for (size_t i = threadIdx.x; i < len; i += kThreads) {
       uint32_t q = (block[kHeaderBytes + i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
       float deq = g.poisoned ? g.min : g.min + static_cast<float>(q) * g.step;
-      error[begin + i] = v[i] - deq;
+      error[begin + i] = canonical_float(v[i] - deq);
     }
   }
 }
@@ -129,9 +129,9 @@ __global__ void decompress_acc_kernel(const uint8_t* in, size_t count, int bits,
   const size_t per_byte = 8 / static_cast<size_t>(bits);
   for (size_t i = threadIdx.x; i < len; i += kThreads) {
     uint32_t q = (block[kHeaderBytes + i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
-    float deq = poisoned ? lo : lo + static_cast<float>(q) * step;
+    float deq = canonical_float(poisoned ? lo : lo + static_cast<float>(q) * step);
     if (out_dtype == BAGUA_FLOAT32 && accumulate)
-      acc[begin + i] = acc[begin + i] + deq;
+      acc[begin + i] = canonical_float(acc[begin + i] + deq);
     else if (out_dtype == BAGUA_FLOAT32)
       acc[begin + i] = deq;
     else if (out_dtype == BAGUA_FLOAT16)
