@@ -56,8 +56,7 @@ typedef enum {
 typedef enum { BAGUA_SUM = 0, BAGUA_PROD = 1, BAGUA_MIN = 2, BAGUA_MAX = 3, BAGUA_AVG = 4 } bagua_redop_t;
 
 typedef struct bagua_comm* bagua_comm_t;
-/* A non-blocking operation on host memory. Finish it with bagua_wait, or bagua_test until done=1;
- * either frees it. */
+/* A non-blocking operation. Finish it with bagua_wait, or bagua_test until done=1; either frees it. */
 typedef struct bagua_request* bagua_request_t;
 
 /* Opaque; produced by bagua_get_unique_id on one process and handed to every rank. */
@@ -145,10 +144,15 @@ BAGUA_API bagua_status_t bagua_comm_get_async_error(bagua_comm_t comm, bagua_sta
 BAGUA_API bagua_status_t bagua_comm_get_stats(bagua_comm_t comm, bagua_stats_t* stats);
 
 /* ---- operations ----
- * Argument order and in-place rules follow NCCL. stream: a cudaStream_t as void*, used for device memory only;
- * host calls complete before returning. Device memory is detected per pointer and gives
- * BAGUA_ERR_NOT_SUPPORTED until it is implemented. Every rank ends with bitwise identical results.
- * Inside bagua_group_start/end, blocking calls are posted and complete in bagua_group_end. */
+ * Argument order and in-place rules follow NCCL. Every rank ends with bitwise identical results.
+ * Memory is detected per pointer. Host memory: the call completes before returning and stream is ignored.
+ * CUDA device (or managed) memory: the call is ordered on stream (a cudaStream_t as void*; NULL is the legacy
+ * default stream) as in NCCL: it returns once enqueued, reads its input after the stream's earlier work, and the
+ * stream's later work sees its results. One call's buffers are all host or all device memory of one device; ranks
+ * may differ. Ranks that are threads of one process need a stream each. A failed or aborted communicator releases
+ * every stream it holds. docs/cuda.md has the rules (groups, graphs, memory limit).
+ * Inside bagua_group_start/end, blocking calls are posted and complete in bagua_group_end (device calls are
+ * enqueued there). */
 #define BAGUA_SPLIT_NOCOLOR (-1)
 
 BAGUA_API bagua_status_t bagua_barrier(bagua_comm_t comm, void* stream);
@@ -195,7 +199,9 @@ BAGUA_API bagua_status_t bagua_group_end(void);
  * color BAGUA_SPLIT_NOCOLOR gives *newcomm = NULL. The new communicator works alongside its parent. */
 BAGUA_API bagua_status_t bagua_comm_split(bagua_comm_t comm, int color, int key, bagua_comm_t* newcomm);
 
-/* ---- non-blocking (host memory) ---- */
+/* ---- non-blocking ----
+ * On device memory: the input is read after the legacy default stream's earlier work; the request completes when
+ * the operation has finished (wait for it before using the output); the stream's later work is not held. */
 BAGUA_API bagua_status_t bagua_iallreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                           bagua_redop_t op, bagua_comm_t comm, bagua_request_t* req);
 BAGUA_API bagua_status_t bagua_ireduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount,

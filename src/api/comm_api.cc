@@ -7,6 +7,7 @@
 
 #include "algorithms/dispatch.h"
 #include "api/api_guard.h"
+#include "api/op_helpers.h"
 #include "base/env.h"
 #include "base/logging.h"
 #include "bootstrap/launch_env.h"
@@ -133,6 +134,8 @@ bagua_status_t bagua_comm_init_from_env(bagua_comm_t* comm) {
 bagua_status_t bagua_comm_destroy(bagua_comm_t comm) {
   return guarded(nullptr, "bagua_comm_destroy", [&] {
     require_comm(comm);
+    if (open_group_holds(comm))
+      fail(BAGUA_ERR_INVALID_USAGE, "calls of this communicator wait in an open group: call bagua_group_end first");
     delete comm;
   });
 }

@@ -20,6 +20,8 @@ namespace bagua {
 
 // Blocking form: post, then wait (inside bagua_group_start/end: post now, complete in group_end).
 void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op);
+// Whether this thread's open bagua_group_start holds calls of the communicator.
+bool open_group_holds(const bagua_comm* handle);
 // Non-blocking form: post and hand the request out.
 void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_request_t* req);
 

@@ -18,12 +18,20 @@ namespace {
 struct GroupState {
   int depth = 0;
   std::vector<std::unique_ptr<bagua_request>> posted;
-  // Device operations wait for bagua_group_end, which submits them per communicator (DeviceProxy::submit_group).
-  std::vector<std::pair<bagua_comm*, std::unique_ptr<DeviceOperation>>> device;
+  // Device operations wait for bagua_group_end, which enqueues them together (submit_device_group).
+  std::vector<std::unique_ptr<DeviceOperation>> device;
 };
 thread_local GroupState t_group;
 
 }  // namespace
+
+bool open_group_holds(const bagua_comm* handle) {
+  for (const auto& op : t_group.device)
+    if (&op->proxy().comm() == handle->impl.get()) return true;
+  for (const auto& request : t_group.posted)
+    if (request->comm == handle) return true;
+  return false;
+}
 
 // Blocking form: post, then wait (inside a group: post now, wait in bagua_group_end).
 void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
@@ -31,7 +39,7 @@ void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
   if (op->on_device()) {  // stream-ordered: enqueued now, or with its group in bagua_group_end
     std::unique_ptr<DeviceOperation> device_op(static_cast<DeviceOperation*>(op.release()));
     if (t_group.depth > 0)
-      t_group.device.emplace_back(handle, std::move(device_op));
+      t_group.device.push_back(std::move(device_op));
     else
       comm.device_proxy().submit(std::move(device_op));
     return;
@@ -232,23 +240,11 @@ bagua_status_t bagua_group_end(void) {
                    [] { fail(BAGUA_ERR_INVALID_USAGE, "bagua_group_end without bagua_group_start"); });
   if (--t_group.depth > 0) return BAGUA_SUCCESS;
   bagua_status_t first = BAGUA_SUCCESS;
-  // Device operations: enqueued on their streams, one group per communicator; they do not block here.
-  auto device = std::move(t_group.device);
-  t_group.device.clear();
-  while (!device.empty()) {
-    bagua_comm* comm = device.front().first;
-    std::vector<std::unique_ptr<DeviceOperation>> ops;
-    for (auto it = device.begin(); it != device.end();) {
-      if (it->first != comm) {
-        ++it;
-        continue;
-      }
-      ops.push_back(std::move(it->second));
-      it = device.erase(it);
-    }
-    bagua_status_t status =
-        guarded(comm, "bagua_group_end", [&] { comm->impl->device_proxy().submit_group(std::move(ops)); });
-    if (first == BAGUA_SUCCESS) first = status;
+  // Device operations: enqueued on their streams together; they do not block here.
+  if (!t_group.device.empty()) {
+    auto device = std::move(t_group.device);
+    t_group.device.clear();
+    first = guarded(nullptr, "bagua_group_end", [&] { submit_device_group(std::move(device)); });
   }
   // Drive every posted operation round-robin (they may depend on each other across communicators);
   // report the first error, after all have finished.
@@ -308,16 +304,12 @@ bagua_status_t bagua_wait(bagua_request_t req) {
   if (req == nullptr) return guarded(nullptr, "bagua_wait", [] { fail(BAGUA_ERR_INVALID_ARGUMENT, "req is NULL"); });
   bagua_comm* comm = req->comm;
   if (req->device) {
-    // The proxy ends every device operation within the timeout (the watchdog), and on failure or abort at once.
+    // The proxy ends the operation once the caller's stream reaches it plus at most the watchdog's timeout, and at
+    // once on failure or abort.
     Backoff backoff;
-    auto deadline = Clock::now() + std::chrono::milliseconds(comm->impl->config().timeout_ms + 2000);
-    while (!req->device->done.load(std::memory_order_acquire) && Clock::now() < deadline) backoff.idle();
-    bagua_status_t status = req->device->done.load(std::memory_order_acquire)
-                                ? finish_device_request(req)
-                                : guarded(comm, "bagua_wait", [] {
-                                    fail(BAGUA_ERR_TIMEOUT, "the device operation did not end within BAGUA_TIMEOUT");
-                                  });
-    delete req;  // the proxy writes only the shared completion
+    while (!req->device->done.load(std::memory_order_acquire)) backoff.idle();
+    bagua_status_t status = finish_device_request(req);
+    delete req;
     return status;
   }
   bagua_status_t status = guarded(comm, "bagua_wait", [&] { comm->impl->wait(*req->op); });

@@ -64,6 +64,12 @@ void Comm::fail_everything(bagua_status_t status, const std::string& message) {
   if (transport_) transport_->shutdown(false);
 }
 
+void Comm::fail_now(bagua_status_t status, const std::string& message) {
+  poison(status, message);
+  std::unique_lock<std::timed_mutex> lock(engine_mutex_, std::defer_lock);
+  if (lock.try_lock_for(std::chrono::milliseconds(1500))) fail_everything(poison_status_.load(), message);
+}
+
 void Comm::abort() {
   abort_requested_.store(true);
   poison(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");

@@ -104,6 +104,8 @@ class Comm {
     return status == BAGUA_ERR_TIMEOUT || status == BAGUA_ERR_REMOTE || status == BAGUA_ERR_ABORTED;
   }
   void poison(bagua_status_t status, const std::string& message);
+  // Poisons and fails every operation in flight now, from any thread (a failure outside the engine's loop).
+  void fail_now(bagua_status_t status, const std::string& message);
 
  private:
   Comm();

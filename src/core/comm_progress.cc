@@ -75,7 +75,7 @@ void Comm::check_watchdog(Operation& op) {
   for (auto& [watched, watch] : watches_) {
     if (watched != &op) continue;
     Clock::time_point now = Clock::now();
-    if (op.events() != watch.events) {
+    if (op.events() != watch.events || !op.watched()) {
       watch.events = op.events();
       watch.last_progress = now;
     } else if (now - watch.last_progress > std::chrono::milliseconds(config_.timeout_ms)) {

@@ -14,19 +14,70 @@ namespace {
 
 constexpr uint32_t kGateWordsPerPage = 1024;
 
-// Streams with device work in flight, per process: (stream, communicator id) -> the rank using it.
-std::mutex g_stream_mutex;
-std::map<std::pair<DeviceStream, uint64_t>, std::pair<int, int>> g_stream_users;  // -> (rank, operations)
+// CUDA's special stream handles: the legacy default stream (also NULL) and the per-thread default stream.
+const DeviceStream kLegacyStream = reinterpret_cast<DeviceStream>(0x1);
+const DeviceStream kPerThreadStream = reinterpret_cast<DeviceStream>(0x2);
 
-void note_stream_use(DeviceStream stream, uint64_t comm_id, int rank, int delta) {
-  std::lock_guard<std::mutex> lock(g_stream_mutex);
-  auto& use = g_stream_users[{stream, comm_id}];
-  use.first = rank;
-  use.second += delta;
-  if (use.second <= 0) g_stream_users.erase({stream, comm_id});
+// Streams with device work in flight, process-wide.
+struct StreamUse {
+  uint64_t comm_id;
+  int rank;
+  DeviceStream stream;
+  int device;
+  bool blocking;
+  int operations;
+};
+std::mutex g_stream_mutex;
+std::vector<StreamUse> g_stream_uses;  // entries are reused, never erased (indices stay valid)
+
+bool is_legacy(DeviceStream s) { return s == nullptr || s == kLegacyStream; }
+
+// Whether work on `a` of one thread rank would be ordered behind work on `b` of another.
+bool ordered_behind(const StreamUse& a, const StreamUse& b) {
+  if (a.device != b.device) return false;
+  if (is_legacy(a.stream) && is_legacy(b.stream)) return true;
+  if (a.stream == kPerThreadStream || b.stream == kPerThreadStream) return false;  // one per thread
+  if (a.stream == b.stream) return true;
+  return (is_legacy(a.stream) && b.blocking) || (is_legacy(b.stream) && a.blocking);
 }
 
 }  // namespace
+
+// ---- stream claims ----
+
+void StreamClaim::take(DeviceRuntime& runtime, uint64_t comm_id, int rank, DeviceStream stream, bool claim) {
+  StreamUse use{comm_id, rank, stream, runtime.stream_device(stream), runtime.stream_blocking(stream), 1};
+  std::lock_guard<std::mutex> lock(g_stream_mutex);
+  long free_index = -1;
+  for (size_t i = 0; i < g_stream_uses.size(); ++i) {
+    const StreamUse& other = g_stream_uses[i];
+    if (other.operations == 0) {
+      free_index = static_cast<long>(i);
+      continue;
+    }
+    if (other.comm_id == comm_id && other.rank != rank && ordered_behind(use, other))
+      fail(BAGUA_ERR_INVALID_USAGE,
+           "rank {} of this communicator, a thread of this process, has device work in flight on {}; ranks that are "
+           "threads of one process need a stream each (and the legacy default stream waits for blocking streams), "
+           "or they wait on each other",
+           other.rank,
+           other.stream == stream ? "the same stream" : "a stream that the legacy default stream synchronizes with");
+  }
+  if (!claim) return;
+  if (free_index < 0) {
+    g_stream_uses.push_back(use);
+    index_ = static_cast<long>(g_stream_uses.size() - 1);
+  } else {
+    g_stream_uses[free_index] = use;
+    index_ = free_index;
+  }
+}
+
+StreamClaim::~StreamClaim() {
+  if (index_ < 0) return;
+  std::lock_guard<std::mutex> lock(g_stream_mutex);
+  g_stream_uses[index_].operations = 0;
+}
 
 // ---- staging leases and gates ----
 
@@ -74,20 +125,26 @@ DeviceOperation::DeviceOperation(bagua_opkind_t kind, DeviceProxy& proxy, Device
 
 DeviceOperation::~DeviceOperation() {
   // Never hand back staging that a copy still uses, nor release the stream before our copy into its buffer ends.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(proxy_.comm().config().timeout_ms);
-  while (!quiescent()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      BAGUA_ERROR("{}: a staging copy did not finish; leaking its staging block", description());
-      new StagingLease(std::move(staging_));  // leaked on purpose: the copy may still touch it
-      break;
+  try {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(proxy_.comm().config().timeout_ms);
+    while (!quiescent()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        // The GPU did not finish a plain copy within the timeout: keep the staging (the copy may still touch it),
+        // fail the communicator, and release the stream so that nothing hangs.
+        new StagingLease(std::move(staging_));
+        proxy_.comm().fail_now(BAGUA_ERR_CUDA,
+                               fmt::format("{}: a staging copy did not finish within BAGUA_TIMEOUT", description()));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    host_op_.reset();
+  } catch (...) {
   }
-  host_op_.reset();
   gate_.reset();  // the last operation of its group on this stream releases it
 }
 
-void DeviceOperation::set_gate(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate) {
+void DeviceOperation::set_order(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate) {
   input_ready_ = std::move(input_ready);
   gate_ = std::move(gate);
 }
@@ -98,27 +155,37 @@ void DeviceOperation::set_host_operation(std::function<std::unique_ptr<Operation
 }
 
 bool DeviceOperation::quiescent() {
+  if (copies_unknown_) return false;
   try {
     return copies_done_ == nullptr || copies_done_->done();
   } catch (const Error&) {
-    return true;  // the copy stream failed: nothing more will run on it
+    return true;  // the copy stream failed: nothing more runs on it
   }
 }
 
 void DeviceOperation::issue(const std::vector<DeviceCopy>& copies) {
   DeviceStream copy_stream = proxy_.copy_stream(device_);
-  for (const DeviceCopy& c : copies)
-    if (c.bytes > 0) proxy_.runtime().copy_async(c.dst, c.src, c.bytes, copy_stream);
-  copies_done_ = proxy_.runtime().record(copy_stream);
+  copies_done_.reset();
+  copies_unknown_ = true;  // until the event that covers these copies is recorded
+  std::exception_ptr failure;
+  try {
+    for (const DeviceCopy& c : copies)
+      if (c.bytes > 0) proxy_.runtime().copy_async(c.dst, c.src, c.bytes, copy_stream);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  copies_done_ = proxy_.runtime().record(copy_stream);  // also after a failed copy: it covers the ones issued
+  copies_unknown_ = false;
+  if (failure) std::rethrow_exception(failure);
 }
 
 void DeviceOperation::advance(Transport& transport) {
   switch (phase_) {
     case Phase::kWaitInput:
       if (!input_ready_->done()) return;
-      issue(copies_in_);
       phase_ = Phase::kCopyIn;
       note_progress();
+      issue(copies_in_);
       [[fallthrough]];
     case Phase::kCopyIn:
       if (!copies_done_->done()) return;
@@ -136,9 +203,9 @@ void DeviceOperation::advance(Transport& transport) {
       host_bytes_ = host_op_->bytes_sent();
       if (host_op_->state() == State::kFailed) throw Error(host_op_->status(), host_op_->error());
       if (host_op_->running()) return;
-      issue(copies_out_);
       phase_ = Phase::kCopyOut;
       note_progress();
+      issue(copies_out_);
       [[fallthrough]];
     }
     case Phase::kCopyOut:
@@ -182,7 +249,10 @@ DeviceProxy::~DeviceProxy() {
     changed_.notify_all();
   }
   thread_.join();
-  for (Entry& e : entries_) finish(e, BAGUA_ERR_ABORTED, "the communicator was destroyed");
+  for (Entry& e : entries_) {
+    e.op->fail(BAGUA_ERR_ABORTED, "the communicator was destroyed");
+    finish(e, BAGUA_ERR_ABORTED, "the communicator was destroyed");
+  }
   entries_.clear();
   for (auto& [device, stream] : copy_streams_) runtime_.destroy_stream(stream);
   for (auto& [bytes, ptr] : free_blocks_) runtime_.free_mapped(ptr);
@@ -192,14 +262,10 @@ DeviceProxy::~DeviceProxy() {
 void DeviceProxy::check_stream(DeviceStream stream) const {
   if (runtime_.stream_capturing(stream))
     fail(BAGUA_ERR_NOT_SUPPORTED,
-         "the stream is being captured into a CUDA graph; bagua device calls cannot be captured (docs/cuda.md)");
-  std::lock_guard<std::mutex> lock(g_stream_mutex);
-  auto it = g_stream_users.find({stream, comm_.id()});
-  if (it != g_stream_users.end() && it->second.first != comm_.rank())
-    fail(BAGUA_ERR_INVALID_USAGE,
-         "rank {} of this communicator has device work in flight on the same stream{}; ranks that are threads of one "
-         "process need a stream each, or they wait on each other",
-         it->second.first, stream == nullptr ? " (the legacy default stream)" : "");
+         "the stream is being captured into a CUDA graph (or, for the legacy default stream, another blocking stream "
+         "of the device is); bagua device calls cannot be captured (docs/cuda.md)");
+  StreamClaim check;
+  check.take(runtime_, comm_.id(), comm_.rank(), stream, false);
 }
 
 StagingLease DeviceProxy::lease(size_t bytes) {
@@ -219,21 +285,44 @@ StagingLease DeviceProxy::lease(size_t bytes) {
       free_blocks_.erase(it);
       return lease;
     }
-    // Make room: free idle blocks that do not fit.
-    while (pool_bytes_ + bytes > limit && !free_blocks_.empty()) {
-      auto victim = std::prev(free_blocks_.end());
-      runtime_.free_mapped(victim->second);
-      pool_bytes_ -= victim->first;
-      free_blocks_.erase(victim);
-    }
     if (pool_bytes_ + bytes <= limit) {
-      void* p = runtime_.alloc_mapped(bytes);
-      if (p == nullptr)
+      pool_bytes_ += bytes;  // reserved while allocating outside the lock
+      lock.unlock();
+      void* p = nullptr;
+      try {
+        p = runtime_.alloc_mapped(bytes);
+      } catch (...) {
+        lock.lock();
+        pool_bytes_ -= bytes;
+        throw;
+      }
+      lock.lock();
+      if (p == nullptr) {
+        pool_bytes_ -= bytes;
         fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate {} bytes of pinned staging memory", bytes);
-      pool_bytes_ += bytes;
+      }
       leased_bytes_ += bytes;
       return StagingLease(this, p, bytes);
     }
+    if (leased_bytes_ == 0 && !free_blocks_.empty()) {
+      // Idle blocks of other sizes fill the limit and no operation of ours holds staging, so no stream waits on
+      // our gates: free them (outside the lock; freeing pinned memory waits for the device).
+      std::vector<void*> victims;
+      for (auto& [size, ptr] : free_blocks_) {
+        victims.push_back(ptr);
+        pool_bytes_ -= size;
+      }
+      free_blocks_.clear();
+      lock.unlock();
+      for (void* p : victims) runtime_.free_mapped(p);
+      lock.lock();
+      continue;
+    }
+    if (submitted_bytes_ == 0)
+      fail(BAGUA_ERR_SYSTEM,
+           "a device call needs {} bytes of staging memory, but calls not yet enqueued (in an open group) hold {} "
+           "of BAGUA_DEVICE_MEMORY_LIMIT = {} bytes",
+           bytes, leased_bytes_, limit);
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout)
       fail(BAGUA_ERR_TIMEOUT,
            "a device call waited {:.1f} s for {} bytes of staging memory; operations in flight hold {} of "
@@ -249,9 +338,9 @@ void DeviceProxy::give_back(void* ptr, size_t bytes) {
   changed_.notify_all();
 }
 
-std::pair<std::shared_ptr<DeviceEvent>, std::shared_ptr<StreamGate>> DeviceProxy::gate(DeviceStream stream) {
-  std::shared_ptr<DeviceEvent> input_ready = runtime_.record(stream);
+std::shared_ptr<StreamGate> DeviceProxy::park(DeviceStream stream) {
   uint32_t slot, value;
+  volatile uint32_t* word;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (free_slots_.empty()) {
@@ -266,16 +355,20 @@ std::pair<std::shared_ptr<DeviceEvent>, std::shared_ptr<StreamGate>> DeviceProxy
     slot = free_slots_.back();
     free_slots_.pop_back();
     value = ++gate_generation_[slot];
+    word = &gate_pages_[slot / kGateWordsPerPage][slot % kGateWordsPerPage];
   }
   auto gate = std::make_shared<StreamGate>(this, slot, value);  // released (a no-op) if wait_value throws
-  runtime_.wait_value(stream, &gate_pages_[slot / kGateWordsPerPage][slot % kGateWordsPerPage], value);
-  return {std::move(input_ready), std::move(gate)};
+  runtime_.wait_value(stream, word, value);
+  return gate;
 }
 
 void DeviceProxy::release_slot(uint32_t slot, uint32_t value) {
   std::lock_guard<std::mutex> lock(mutex_);
   __atomic_store_n(&gate_pages_[slot / kGateWordsPerPage][slot % kGateWordsPerPage], value, __ATOMIC_RELEASE);
-  free_slots_.push_back(slot);
+  try {
+    free_slots_.push_back(slot);
+  } catch (...) {  // out of memory: the slot is lost, the stream is released all the same
+  }
 }
 
 DeviceStream DeviceProxy::copy_stream(int device) {
@@ -287,48 +380,36 @@ DeviceStream DeviceProxy::copy_stream(int device) {
   return stream;
 }
 
-void DeviceProxy::submit_group(std::vector<std::unique_ptr<DeviceOperation>> ops) {
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i]->gated()) continue;
-    std::pair<std::shared_ptr<DeviceEvent>, std::shared_ptr<StreamGate>> shared;
-    try {
-      shared = gate(ops[i]->stream());
-    } catch (const Error& e) {
-      comm_.poison(e.status(), e.what());
-      throw;
-    }
-    for (size_t j = i; j < ops.size(); ++j)
-      if (ops[j]->stream() == ops[i]->stream()) ops[j]->set_gate(shared.first, shared.second);
-  }
-  for (auto& op : ops) submit(std::move(op));
-}
-
 void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<DeviceCompletion> completion) {
-  if (!op->gated()) {
-    try {
-      auto [input_ready, gate_of_op] = gate(op->stream());
-      op->set_gate(std::move(input_ready), std::move(gate_of_op));
-    } catch (const Error& e) {
-      comm_.poison(e.status(), e.what());  // the ranks are out of step: this rank has taken its sequence number
-      throw;
+  try {
+    op->claim().take(runtime_, comm_.id(), comm_.rank(), op->stream(), true);
+    if (!op->ordered()) {
+      std::shared_ptr<DeviceEvent> input = runtime_.record(op->stream());  // before the gate, on the stream
+      op->set_order(std::move(input), completion ? nullptr : park(op->stream()));
     }
+  } catch (const Error& e) {
+    comm_.fail_now(e.status(), e.what());  // the ranks are out of step: this rank has taken its sequence number
+    throw;
   }
   comm_.start(*op);  // throws when the communicator is unusable; op's destructor then releases the stream
-  note_stream_use(op->stream(), comm_.id(), comm_.rank(), +1);
   std::lock_guard<std::mutex> lock(mutex_);
+  submitted_bytes_ += op->staging_bytes();
   entries_.push_back(Entry{std::move(op), std::move(completion)});
   changed_.notify_all();
 }
 
-size_t DeviceProxy::in_flight() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return entries_.size();
-}
-
 void DeviceProxy::finish(Entry& entry, bagua_status_t status, const std::string& error) {
-  comm_.forget(*entry.op);
-  note_stream_use(entry.op->stream(), comm_.id(), comm_.rank(), -1);
-  entry.op.reset();  // waits for its copies, hands back staging, releases the stream
+  try {
+    comm_.forget(*entry.op);
+  } catch (...) {
+  }
+  size_t bytes = entry.op->staging_bytes();
+  entry.op.reset();  // waits for its copies, hands back staging, releases the stream and its claim
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    submitted_bytes_ -= bytes;
+    changed_.notify_all();
+  }
   if (entry.completion) {
     entry.completion->status = status;
     entry.completion->error = error;
@@ -340,47 +421,95 @@ void DeviceProxy::run() {
   runtime_.enter_library_thread();
   Backoff backoff;
   std::vector<DeviceOperation*> snapshot;
+  int current_device = -1;
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (entries_.empty()) {
-        if (stopping_) return;
-        changed_.wait_for(lock, std::chrono::milliseconds(100));
-        continue;
-      }
-      snapshot.clear();
-      for (Entry& e : entries_) snapshot.push_back(e.op.get());
-    }
     bool progressed = false;
-    for (DeviceOperation* op : snapshot) {
-      bagua_status_t status = BAGUA_SUCCESS;
-      std::string error;
-      bool done = false;
-      try {
-        done = comm_.test(*op);
-      } catch (const Error& e) {
-        done = true;
-        status = e.status();
-        error = e.what();
-      }
-      if (!done) continue;
-      progressed = true;
-      Entry entry;
+    try {
       {
-        std::lock_guard<std::mutex> lock(mutex_);
-        auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.op.get() == op; });
-        entry = std::move(*it);
-        entries_.erase(it);
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (stopping_) return;
+        if (entries_.empty()) {
+          changed_.wait_for(lock, std::chrono::milliseconds(100));
+          continue;
+        }
+        snapshot.clear();
+        for (Entry& e : entries_) snapshot.push_back(e.op.get());
       }
-      finish(entry, status, error);
-      std::lock_guard<std::mutex> lock(mutex_);
-      changed_.notify_all();
+      for (DeviceOperation* op : snapshot) {
+        if (op->device() != current_device) {  // this thread's CUDA calls go to the operation's device
+          runtime_.set_device(op->device());
+          current_device = op->device();
+        }
+        bagua_status_t status = BAGUA_SUCCESS;
+        std::string error;
+        bool done = false;
+        try {
+          done = comm_.test(*op);
+        } catch (const Error& e) {
+          done = true;
+          status = e.status();
+          error = e.what();
+        }
+        if (!done) continue;
+        progressed = true;
+        Entry entry;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.op.get() == op; });
+          entry = std::move(*it);
+          entries_.erase(it);
+        }
+        finish(entry, status, error);
+      }
+    } catch (const std::exception& e) {
+      // Out of memory or a CUDA failure outside an operation: fail the communicator; its operations then end.
+      comm_.fail_now(BAGUA_ERR_INTERNAL, fmt::format("device proxy thread: {}", e.what()));
+    } catch (...) {
+      comm_.fail_now(BAGUA_ERR_INTERNAL, "device proxy thread: unknown exception");
     }
     if (progressed)
       backoff.busy();
     else
       backoff.idle();
   }
+}
+
+void submit_device_group(std::vector<std::unique_ptr<DeviceOperation>> ops) {
+  std::vector<Comm*> comms;
+  for (auto& op : ops)
+    if (std::find(comms.begin(), comms.end(), &op->proxy().comm()) == comms.end()) comms.push_back(&op->proxy().comm());
+  try {
+    // One input position per stream, recorded before any gate on it.
+    std::vector<std::pair<DeviceStream, std::shared_ptr<DeviceEvent>>> inputs;
+    for (auto& op : ops) {
+      auto found = std::find_if(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == op->stream(); });
+      if (found == inputs.end()) inputs.emplace_back(op->stream(), device_runtime().record(op->stream()));
+    }
+    // Then one gate per (communicator, stream).
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i]->ordered()) continue;
+      std::shared_ptr<DeviceEvent> input;
+      for (auto& in : inputs)
+        if (in.first == ops[i]->stream()) input = in.second;
+      std::shared_ptr<StreamGate> gate = ops[i]->proxy().park(ops[i]->stream());
+      for (size_t j = i; j < ops.size(); ++j)
+        if (ops[j]->stream() == ops[i]->stream() && &ops[j]->proxy() == &ops[i]->proxy())
+          ops[j]->set_order(input, gate);
+    }
+  } catch (const Error& e) {
+    for (Comm* c : comms) c->fail_now(e.status(), e.what());
+    throw;
+  }
+  std::exception_ptr first;
+  for (auto& op : ops) {
+    DeviceProxy& proxy = op->proxy();
+    try {
+      proxy.submit(std::move(op));
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
 }
 
 }  // namespace bagua

@@ -65,29 +65,53 @@ struct DeviceCopy {
   size_t bytes;
 };
 
+// A stream in use by one device operation of one rank, registered process-wide so that thread ranks sharing a
+// stream are refused (docs/cuda.md). Released on destruction.
+class StreamClaim {
+ public:
+  StreamClaim() = default;
+  StreamClaim(const StreamClaim&) = delete;
+  StreamClaim& operator=(const StreamClaim&) = delete;
+  ~StreamClaim();
+  // Throws INVALID_USAGE when another rank of communicator comm_id in this process has work in flight on a stream
+  // that would order this one behind it: the same stream, or the legacy default stream and a blocking stream of
+  // the same device. claim = false only checks.
+  void take(DeviceRuntime& runtime, uint64_t comm_id, int rank, DeviceStream stream, bool claim);
+
+ private:
+  long index_ = -1;
+};
+
 class DeviceOperation final : public Operation {
  public:
   DeviceOperation(bagua_opkind_t kind, DeviceProxy& proxy, DeviceStream stream, int device, StagingLease staging);
   ~DeviceOperation() override;
 
   unsigned char* staging() const { return staging_.data(); }
+  size_t staging_bytes() const { return staging_.bytes(); }
   void copy_in(void* stage, const void* device_src, size_t bytes) { copies_in_.push_back({stage, device_src, bytes}); }
   void copy_out(void* device_dst, const void* stage, size_t bytes) {
     copies_out_.push_back({device_dst, stage, bytes});
   }
   // The user's stream position this operation starts after, and the gate that holds the stream's later work
-  // until it ends. Operations of one group on one stream share both (DeviceProxy::submit_group).
-  void set_gate(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate);
-  bool gated() const { return gate_ != nullptr; }
+  // until it ends (none for a request, which is its own synchronisation point). Operations of one group on one
+  // stream share the position (submit_device_group).
+  void set_order(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate);
+  bool ordered() const { return input_ready_ != nullptr; }
   // The host operation on the staging memory, built once the input is there; the sequence number is already taken.
   void set_host_operation(std::function<std::unique_ptr<Operation>()> build, std::string description);
 
   void advance(Transport& transport) override;
   bool on_device() const override { return true; }
+  // Waiting for the caller's earlier stream work is not a stall of this operation.
+  bool watched() const override { return phase_ != Phase::kWaitInput; }
   std::string waiting_for() const override;
   // No copy of this operation is in flight (its staging memory is free to reuse).
   bool quiescent();
   DeviceStream stream() const { return stream_; }
+  int device() const { return device_; }
+  DeviceProxy& proxy() const { return proxy_; }
+  StreamClaim& claim() { return claim_; }
 
  private:
   enum class Phase { kWaitInput, kCopyIn, kRun, kCopyOut, kDone };
@@ -97,9 +121,11 @@ class DeviceOperation final : public Operation {
   DeviceStream stream_;
   int device_;
   StagingLease staging_;
+  StreamClaim claim_;
   std::shared_ptr<StreamGate> gate_;
   std::shared_ptr<DeviceEvent> input_ready_;
   std::unique_ptr<DeviceEvent> copies_done_;
+  bool copies_unknown_ = false;  // a copy was issued but its completion could not be recorded
   std::vector<DeviceCopy> copies_in_, copies_out_;
   std::function<std::unique_ptr<Operation>()> build_;
   std::unique_ptr<Operation> host_op_;
@@ -107,7 +133,7 @@ class DeviceOperation final : public Operation {
   uint64_t host_events_ = 0, host_bytes_ = 0;
 };
 
-// What a non-blocking device call's request waits for: the device operation's end (its stream work included).
+// What a non-blocking device call's request waits for: the device operation's end (its copies included).
 struct DeviceCompletion {
   std::atomic<bool> done{false};
   bagua_status_t status = BAGUA_SUCCESS;
@@ -123,22 +149,19 @@ class DeviceProxy {
   Comm& comm() const { return comm_; }
   DeviceRuntime& runtime() const { return runtime_; }
 
-  // Refuses a stream that is being captured, or that another rank of this communicator in this process has
-  // work on (thread ranks need a stream each). No side effect.
+  // Refuses a stream that is being captured, or that another rank of this communicator in this process has work
+  // on (thread ranks need a stream each). No side effect.
   void check_stream(DeviceStream stream) const;
-  // A staging block of `bytes`; waits for operations in flight to return theirs, up to the timeout.
+  // A staging block of `bytes`; waits for submitted operations to return theirs, up to the timeout.
   StagingLease lease(size_t bytes);
-  // Records the stream's position and parks its later work on a fresh gate.
-  std::pair<std::shared_ptr<DeviceEvent>, std::shared_ptr<StreamGate>> gate(DeviceStream stream);
+  // Parks the stream's later work on a fresh gate.
+  std::shared_ptr<StreamGate> park(DeviceStream stream);
   // The library's copy stream on `device`.
   DeviceStream copy_stream(int device);
-  // Gates the stream, starts the operation and hands it to the proxy thread; `completion`, when given, learns its
-  // end. The sequence number is already taken, so a failure here poisons the communicator.
+  // Orders the operation on its stream (input event and gate, or for a request the input event only), starts it
+  // and hands it to the proxy thread; `completion`, when given, learns its end. The sequence number is already
+  // taken, so a failure here fails the communicator.
   void submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<DeviceCompletion> completion = nullptr);
-  // The device operations of one bagua_group_start/end on this communicator: those on one stream start together
-  // and release it together, so that sends and receives among them cannot wait on each other.
-  void submit_group(std::vector<std::unique_ptr<DeviceOperation>> ops);
-  size_t in_flight();
 
  private:
   friend class StagingLease;
@@ -158,10 +181,12 @@ class DeviceProxy {
   std::condition_variable changed_;
   std::vector<Entry> entries_;
   bool stopping_ = false;
-  // Staging pool.
+  // Staging pool. Blocks are freed only while no operation of this communicator holds one: freeing pinned
+  // memory waits for the device, including streams parked on our gates.
   std::multimap<size_t, void*> free_blocks_;
-  size_t pool_bytes_ = 0;  // allocated, free or leased
-  size_t leased_bytes_ = 0;
+  size_t pool_bytes_ = 0;       // allocated (free or leased) or being allocated
+  size_t leased_bytes_ = 0;     // held by operations, submitted or not
+  size_t submitted_bytes_ = 0;  // held by submitted operations, which give them back
   // Gate words: pages of host-mapped memory, a generation per slot.
   std::vector<uint32_t*> gate_pages_;
   std::vector<uint32_t> gate_generation_;
@@ -169,5 +194,10 @@ class DeviceProxy {
   std::map<int, DeviceStream> copy_streams_;
   std::thread thread_;
 };
+
+// The device calls of one bagua_group_start/end, possibly of several communicators: on each stream, one input
+// position for all of them, then each communicator's gate, so that none waits on another's. Then each is submitted.
+// Throws the first error after failing the communicators concerned.
+void submit_device_group(std::vector<std::unique_ptr<DeviceOperation>> ops);
 
 }  // namespace bagua

@@ -35,6 +35,8 @@ class Operation {
   virtual std::string waiting_for() const;
   // Stream-ordered on device memory (core/device_proxy.h): the call hands it to the communicator's proxy.
   virtual bool on_device() const { return false; }
+  // Whether the watchdog times it out when it makes no progress (not while it waits for the caller's stream).
+  virtual bool watched() const { return true; }
 
   void fail(bagua_status_t status, const std::string& message);
 

@@ -22,6 +22,7 @@ class HostOnlyRuntime final : public DeviceRuntime {
   }
   int stream_device(DeviceStream) override { unavailable(); }
   bool stream_capturing(DeviceStream) override { unavailable(); }
+  bool stream_blocking(DeviceStream) override { unavailable(); }
   std::unique_ptr<DeviceEvent> record(DeviceStream) override { unavailable(); }
   void wait_value(DeviceStream, const volatile uint32_t*, uint32_t) override { unavailable(); }
   void copy_async(void*, const void*, size_t, DeviceStream) override { unavailable(); }

@@ -32,11 +32,15 @@ class DeviceRuntime {
   virtual MemoryType memory_type(const void* ptr, int* device) = 0;
   // The device a user stream belongs to (the current device for the legacy default stream).
   virtual int stream_device(DeviceStream stream) = 0;
-  // Whether the stream is being captured into a CUDA graph.
+  // Whether the stream is being captured into a CUDA graph (for the legacy default stream: also while another
+  // blocking stream of its device is, since then nothing may be enqueued on it).
   virtual bool stream_capturing(DeviceStream stream) = 0;
+  // Whether the legacy default stream synchronizes with it (it does with itself and with blocking streams).
+  virtual bool stream_blocking(DeviceStream stream) = 0;
   virtual std::unique_ptr<DeviceEvent> record(DeviceStream stream) = 0;
   // Work on `stream` after this waits until (int32_t)(*word - value) >= 0; word is in alloc_mapped memory.
   virtual void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) = 0;
+  // Calls on a stream run on the stream's device and leave the calling thread's current device as it was.
   virtual void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
   // A stream of the library's own on `device`; it never waits for the legacy default stream.
   virtual DeviceStream create_stream(int device) = 0;
@@ -49,7 +53,7 @@ class DeviceRuntime {
   virtual void free_device(void* ptr) = 0;
   // Blocks until the stream's work is done; throws TIMEOUT after timeout_ms.
   virtual void synchronize(DeviceStream stream, int timeout_ms) = 0;
-  // Makes `device` current for this thread's next calls.
+  // Makes `device` current for this thread's next calls (the library's own threads only).
   virtual void set_device(int device) = 0;
   // Called once by each library thread that touches CUDA: relaxed stream-capture mode, so that a user's
   // global-mode capture elsewhere does not fail our calls.

@@ -87,6 +87,8 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   }
   int stream_device(DeviceStream) override { return 0; }
   bool stream_capturing(DeviceStream stream) override { return stream_of(stream)->capturing.load(); }
+  // The stand-in's streams never wait for each other; only the legacy default one counts as blocking.
+  bool stream_blocking(DeviceStream stream) override { return stream_of(stream) == &legacy_default_; }
 
   std::unique_ptr<DeviceEvent> record(DeviceStream stream) override {
     StandinStream* s = stream_of(stream);
@@ -140,7 +142,8 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
 
  private:
   StandinStream* stream_of(DeviceStream stream) {
-    return stream ? static_cast<StandinStream*>(stream) : &legacy_default_;
+    return stream && stream != reinterpret_cast<DeviceStream>(0x1) ? static_cast<StandinStream*>(stream)
+                                                                   : &legacy_default_;
   }
   std::mutex mutex_;
   std::map<uintptr_t, size_t> device_blocks_;

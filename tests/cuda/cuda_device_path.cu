@@ -22,12 +22,12 @@ namespace {
 
 std::atomic<int> g_failures{0};
 
-#define CHECK(cond)                                                               \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
       std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                               \
-    }                                                                             \
+      ++g_failures;                                                                 \
+    }                                                                               \
   } while (0)
 #define CUDA_OK(call) CHECK((call) == cudaSuccess)
 

@@ -149,6 +149,55 @@ void group_send_recv(bagua_comm_t comm, void* stream) {
   if (g_rank == 0) std::printf("send/recv and allreduce in one group: ok\n");
 }
 
+// The non-blocking exchange MPI users write: irecv from the left, isend to the right, then wait for both. Requests
+// do not park the stream, so neither call waits for the other.
+void nonblocking_exchange(bagua_comm_t comm) {
+  const size_t count = 30000;
+  DevBuf out(count), in(count);
+  for (size_t i = 0; i < count; ++i) out.host[i] = g_rank * 100000 + static_cast<int64_t>(i);
+  out.upload(nullptr);
+  int left = (g_rank + g_size - 1) % g_size, right = (g_rank + 1) % g_size;
+  bagua_request_t recv_req = nullptr, send_req = nullptr;
+  MP_OK(bagua_irecv(in.dev, count, BAGUA_INT64, left, comm, &recv_req));
+  MP_OK(bagua_isend(out.dev, count, BAGUA_INT64, right, comm, &send_req));
+  MP_OK(bagua_wait(recv_req));
+  MP_OK(bagua_wait(send_req));
+  in.download(nullptr);
+  sync(nullptr);
+  for (size_t i = 0; i < count; ++i) MP_CHECK(in.host[i] == left * 100000 + static_cast<int64_t>(i));
+  if (g_rank == 0) std::printf("irecv, isend, wait on device memory: ok\n");
+}
+
+// One group holding allreduces of two communicators on one stream, listed in opposite orders on even and odd
+// ranks: no rank's gate may hold the other communicator's call.
+void group_two_comms(bagua_comm_t comm, void* stream) {
+  bagua_comm_t other = nullptr;
+  MP_OK(bagua_comm_split(comm, 0, 0, &other));
+  DevBuf a(5000), b(7000);
+  for (auto& v : a.host) v = 1;
+  for (auto& v : b.host) v = 2;
+  a.upload(stream);
+  b.upload(stream);
+  MP_OK(bagua_group_start());
+  if (g_rank % 2 == 0) {
+    MP_OK(bagua_allreduce(a.dev, a.dev, a.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, other, stream));
+  } else {
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, other, stream));
+    MP_OK(bagua_allreduce(a.dev, a.dev, a.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+  }
+  // Destroying a communicator whose calls wait in the open group is refused.
+  MP_CHECK(bagua_comm_destroy(other) == BAGUA_ERR_INVALID_USAGE);
+  MP_OK(bagua_group_end());
+  a.download(stream);
+  b.download(stream);
+  sync(stream);
+  for (int64_t v : a.host) MP_CHECK(v == g_size);
+  for (int64_t v : b.host) MP_CHECK(v == 2 * g_size);
+  MP_OK(bagua_comm_destroy(other));
+  if (g_rank == 0) std::printf("one group, two communicators in opposite orders on one stream: ok\n");
+}
+
 void queued_without_sync(bagua_comm_t comm, void* stream) {
   DevBuf b(1000);
   for (auto& v : b.host) v = 1;
@@ -198,6 +247,8 @@ int semantics(bagua_comm_t comm) {
   two_comms_two_streams(comm);
   legacy_stream_and_requests(comm);
   group_send_recv(comm, stream);
+  nonblocking_exchange(comm);
+  group_two_comms(comm, stream);
   reallocated(comm, stream);
   bad_arguments(comm, stream);
   bagua_stats_t stats{};
@@ -291,6 +342,26 @@ int limit(bagua_comm_t comm) {
   MP_CHECK(error.find("BAGUA_DEVICE_MEMORY_LIMIT") != std::string::npos);
   if (g_rank == 0) std::printf("limit: %s\n", error.c_str());
   queued_without_sync(comm, stream);  // no side effect: the ranks are still in step
+  // Sizes that do not reuse each other's blocks: the pool frees idle blocks to make room.
+  for (size_t count : {size_t(70000), size_t(40000), size_t(100000), size_t(20000), size_t(110000)}) {
+    DevBuf b(count);
+    for (auto& v : b.host) v = 3;
+    b.upload(stream);
+    MP_OK(bagua_allreduce(b.dev, b.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
+    b.download(stream);
+    sync(stream);
+    for (int64_t v : b.host) MP_CHECK(v == 3 * g_size);
+  }
+  // A group whose calls together need more than the limit: the call that does not fit fails at once (its group's
+  // own calls hold the staging), with no side effect.
+  DevBuf x(100000), y(100000);
+  MP_OK(bagua_group_start());
+  MP_OK(bagua_allreduce(x.dev, x.dev, 100000, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  MP_CHECK(bagua_allreduce(y.dev, y.dev, 100000, BAGUA_INT64, BAGUA_SUM, comm, stream) == BAGUA_ERR_SYSTEM);
+  MP_CHECK(std::strstr(bagua_get_last_error(comm), "open group") != nullptr);
+  MP_OK(bagua_group_end());
+  sync(stream);
+  queued_without_sync(comm, stream);
   MP_OK(bagua_comm_destroy(comm));
   return 0;
 }

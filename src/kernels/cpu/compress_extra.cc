@@ -109,7 +109,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) double sign_sum_squ
 bool sign_avx512() { return cpu_kernels() == CpuKernels::kAvx512; }
 
 __attribute__((target("avx512f"))) inline __m512 canonical_avx512(__m512 v) {
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v,
+                              _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
 }
 
 // Sixteen elements per step: the sign mask is two bytes of the output, LSB first.

@@ -7,8 +7,8 @@
 
 #include "base/error.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/quantize_math.h"
 #include "kernels/half.h"
+#include "kernels/quantize_math.h"
 
 namespace bagua::cuda {
 

@@ -35,15 +35,45 @@ class RelaxedCapture {
   cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
 };
 
+// The calling thread's current device set to `device` for the duration of one call, restored after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&saved_) != cudaSuccess) {
+      cudaGetLastError();
+      saved_ = -1;
+    }
+    if (device >= 0 && device != saved_) check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceGuard() {
+    int now = -1;
+    if (saved_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != saved_) cudaSetDevice(saved_);
+  }
+
+ private:
+  int saved_ = -1;
+};
+
+int device_of_stream(DeviceStream stream) {
+  int device = 0;
+  if (stream == nullptr || stream == reinterpret_cast<DeviceStream>(0x1) ||
+      stream == reinterpret_cast<DeviceStream>(0x2))
+    check(cudaGetDevice(&device), "cudaGetDevice");
+  else
+    check(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &device), "cudaStreamGetDevice");
+  return device;
+}
+
 class CudaEvent final : public DeviceEvent {
  public:
-  explicit CudaEvent(cudaEvent_t event) : event_(event) {}
+  CudaEvent(cudaEvent_t event, int device) : event_(event), device_(device) {}
   ~CudaEvent() override {
     RelaxedCapture relaxed;
     cudaEventDestroy(event_);
   }
   bool done() override {
     RelaxedCapture relaxed;
+    DeviceGuard on(device_);
     cudaError_t err = cudaEventQuery(event_);
     if (err == cudaErrorNotReady) {
       cudaGetLastError();
@@ -55,6 +85,7 @@ class CudaEvent final : public DeviceEvent {
 
  private:
   cudaEvent_t event_;
+  int device_;
 };
 
 using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
@@ -77,29 +108,41 @@ class CudaRuntime final : public DeviceRuntime {
   }
   int stream_device(DeviceStream stream) override {
     RelaxedCapture relaxed;
-    int device = 0;
-    if (stream == nullptr)
-      check(cudaGetDevice(&device), "cudaGetDevice");
-    else
-      check(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &device), "cudaStreamGetDevice");
-    return device;
+    return device_of_stream(stream);
   }
   bool stream_capturing(DeviceStream stream) override {
     RelaxedCapture relaxed;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    check(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status), "cudaStreamIsCapturing");
+    cudaError_t err = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status);
+    if (err == cudaErrorStreamCaptureImplicit) {  // the legacy stream while a blocking stream is captured
+      cudaGetLastError();
+      return true;
+    }
+    check(err, "cudaStreamIsCapturing");
     return status != cudaStreamCaptureStatusNone;
+  }
+  bool stream_blocking(DeviceStream stream) override {
+    if (stream == nullptr || stream == reinterpret_cast<DeviceStream>(0x1) ||
+        stream == reinterpret_cast<DeviceStream>(0x2))
+      return true;
+    RelaxedCapture relaxed;
+    unsigned int flags = 0;
+    check(cudaStreamGetFlags(static_cast<cudaStream_t>(stream), &flags), "cudaStreamGetFlags");
+    return (flags & cudaStreamNonBlocking) == 0;
   }
   std::unique_ptr<DeviceEvent> record(DeviceStream stream) override {
     RelaxedCapture relaxed;
+    int device = device_of_stream(stream);
+    DeviceGuard on(device);
     cudaEvent_t event;
     check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
-    auto owned = std::make_unique<CudaEvent>(event);
+    auto owned = std::make_unique<CudaEvent>(event, device);
     check(cudaEventRecord(event, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
     return owned;
   }
   void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) override {
     RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
     WaitValue32 wait = wait_value_entry();
     void* device_word = nullptr;
     check(cudaHostGetDevicePointer(&device_word, const_cast<uint32_t*>(word), 0), "cudaHostGetDevicePointer");
@@ -109,11 +152,12 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
     RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
   }
   DeviceStream create_stream(int device) override {
     RelaxedCapture relaxed;
-    check(cudaSetDevice(device), "cudaSetDevice");
+    DeviceGuard on(device);
     cudaStream_t stream;
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     return stream;
@@ -139,7 +183,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void* alloc_device(size_t bytes, int device) override {
     RelaxedCapture relaxed;
-    check(cudaSetDevice(device), "cudaSetDevice");
+    DeviceGuard on(device);
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
     if (err == cudaErrorMemoryAllocation) {
