@@ -1,9 +1,10 @@
 // bagua-run: starts N local ranks of a program with the BAGUA_* variables set, serves their rendezvous,
 // forwards SIGINT/SIGTERM, and when one rank fails stops the others and says which rank and how.
 //
-//   bagua-run -n N [--tag-output] [--keep-going] [--] prog args...
+//   bagua-run -n N [--bind auto|none] [--tag-output] [--keep-going] [--] prog args...
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,14 +34,17 @@ struct Options {
   int nranks = 0;
   bool tag_output = false;
   bool keep_going = false;
+  bool bind = true;
   std::vector<char*> argv;
 };
 
 [[noreturn]] void usage(const char* message) {
   if (message) std::fprintf(stderr, "bagua-run: %s\n", message);
   std::fprintf(stderr,
-               "usage: bagua-run -n N [--tag-output] [--keep-going] [--] program [args...]\n"
+               "usage: bagua-run -n N [--bind auto|none] [--tag-output] [--keep-going] [--] program [args...]\n"
                "  -n N          number of ranks to start on this host\n"
+               "  --bind auto   (default) when there are at least N cores, give each rank its own share of them\n"
+               "  --bind none   leave placement to the scheduler\n"
                "  --tag-output  prefix every output line with [rank]\n"
                "  --keep-going  when a rank fails, let the others finish instead of stopping them\n");
   std::exit(2);
@@ -61,6 +65,11 @@ Options parse_options(int argc, char** argv) {
       long n = std::strtol(argv[++i], &end, 10);
       if (*end != '\0' || n < 1 || n > 4096) usage("-n takes a number from 1 to 4096");
       opt.nranks = static_cast<int>(n);
+    } else if (arg == "--bind") {
+      if (i + 1 >= argc) usage("--bind needs auto or none");
+      std::string how = argv[++i];
+      if (how != "auto" && how != "none") usage("--bind takes auto or none");
+      opt.bind = how == "auto";
     } else if (arg == "--tag-output") {
       opt.tag_output = true;
     } else if (arg == "--keep-going") {
@@ -97,6 +106,26 @@ std::string describe_exit(int status) {
 }
 
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+// --bind auto: the cores this launcher may use, split into nranks contiguous shares, one per rank; empty when there
+// are fewer cores than ranks. Ranks that spin while they wait for each other must not start on one core: the
+// scheduler separates them only after a while (milliseconds to seconds), and until then every operation costs a
+// context switch (about 19 us instead of 1.2 us for a 4 KiB allreduce on the 2-core VM).
+std::vector<cpu_set_t> rank_cpu_sets(int nranks) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  int n = static_cast<int>(cpus.size());
+  if (n < nranks) return {};
+  std::vector<cpu_set_t> sets(nranks);
+  for (int r = 0; r < nranks; ++r) {
+    CPU_ZERO(&sets[r]);
+    for (int k = r * n / nranks; k < (r + 1) * n / nranks; ++k) CPU_SET(cpus[k], &sets[r]);
+  }
+  return sets;
+}
 
 void pump_output(int& fd, std::string& partial, int rank, FILE* sink) {
   char buf[4096];
@@ -154,6 +183,7 @@ int main(int argc, char** argv) {
   sigaction(SIGHUP, &sa, nullptr);
 
   std::vector<Rank> ranks(opt.nranks);
+  std::vector<cpu_set_t> cpu_sets = opt.bind ? rank_cpu_sets(opt.nranks) : std::vector<cpu_set_t>{};
   for (int r = 0; r < opt.nranks; ++r) {
     int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
     if (opt.tag_output && (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)) {
@@ -171,6 +201,7 @@ int main(int argc, char** argv) {
         dup2(out_pipe[1], 1);
         dup2(err_pipe[1], 2);
       }
+      if (!cpu_sets.empty()) sched_setaffinity(0, sizeof(cpu_set_t), &cpu_sets[r]);
       setenv("BAGUA_RANK", std::to_string(r).c_str(), 1);
       setenv("BAGUA_WORLD_SIZE", std::to_string(opt.nranks).c_str(), 1);
       setenv("BAGUA_LOCAL_RANK", std::to_string(r).c_str(), 1);

@@ -1,11 +1,14 @@
 #!/bin/bash
 # Allreduce busbw of bagua, Open MPI and Gloo on this host, in one go: 2 ranks (or $NP), float sum, in place,
-# 4 KiB to 64 MiB. Three alternating rounds; the table shows per-size medians and ratios.
+# 4 KiB to 64 MiB. Five alternating rounds ($ROUNDS); the table shows per-size medians and ratios. Each run is
+# nccl-tests' default sweep right after init: 5 warm-up and 20 timed iterations per size ($ITERS), so a slow
+# start shows. Open MPI runs unbound (--bind-to none); bagua-run gives each rank its own cores (--bind auto).
 #   perf/compare/compare.sh [build-dir]
 set -euo pipefail
 BUILD=${1:-build}
 NP=${NP:-2}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
+ITERS=${ITERS:-20}
 MIN=4096
 MAX=$((64 << 20))
 tmp=$(mktemp -d)
@@ -17,11 +20,11 @@ done
 
 for round in $(seq "$ROUNDS"); do
   # bagua: in-place time (column 10) and busbw (column 12) of nccl-tests' table
-  "$BUILD/bin/bagua-run" -n "$NP" "$BUILD/bin/bagua_allreduce_perf" -b $MIN -e $MAX -f 4 -c 0 -n 50 -w 10 |
+  "$BUILD/bin/bagua-run" -n "$NP" ${BAGUA_RUN_FLAGS:-} "$BUILD/bin/bagua_allreduce_perf" -b $MIN -e $MAX -f 4 -c 0 -n "$ITERS" -w 5 |
     awk '!/^#/ {print $1, $10, $12}' > "$tmp/bagua.$round"
-  mpirun --allow-run-as-root --bind-to none -np "$NP" "$BUILD/bin/mpi_allreduce_perf" $MIN $MAX 4 50 > "$tmp/mpi.$round"
+  mpirun --allow-run-as-root --bind-to none -np "$NP" "$BUILD/bin/mpi_allreduce_perf" $MIN $MAX 4 "$ITERS" > "$tmp/mpi.$round"
   store=$(mktemp -d -p "$tmp")
-  GLOO_STORE_DIR=$store "$BUILD/bin/bagua-run" -n "$NP" "$BUILD/bin/gloo_allreduce_perf" $MIN $MAX 4 5 > "$tmp/gloo.$round"
+  GLOO_STORE_DIR=$store "$BUILD/bin/bagua-run" -n "$NP" "$BUILD/bin/gloo_allreduce_perf" $MIN $MAX 4 "$ITERS" > "$tmp/gloo.$round"
 done
 
 python3 - "$tmp" "$ROUNDS" <<'PY'

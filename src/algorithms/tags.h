@@ -2,6 +2,7 @@
 //   63..60 kind | 59..48 communicator id (low 12 bits) | 47..32 sequence | 31..20 step | 19..0 source rank
 // Collectives number their sequence per communicator (every rank calls them in the same order); point to
 // point numbers it per ordered pair of ranks. A mismatch between ranks shows up as tags that never match.
+// Kind 0 is the communicator's warm-up exchange at init (core/comm_init.cc).
 #pragma once
 
 #include <cstdint>

@@ -86,10 +86,10 @@ bagua_stats_t Comm::stats() const {
   out.size = sizeof(out);
   if (transport_) {
     const TransportCounters& c = transport_->counters();
-    out.bytes_sent = c.bytes_sent;
-    out.bytes_received = c.bytes_received;
-    out.messages_sent = c.messages_sent;
-    out.messages_received = c.messages_received;
+    out.bytes_sent = c.bytes_sent - warm_up_counters_.bytes_sent;
+    out.bytes_received = c.bytes_received - warm_up_counters_.bytes_received;
+    out.messages_sent = c.messages_sent - warm_up_counters_.messages_sent;
+    out.messages_received = c.messages_received - warm_up_counters_.messages_received;
   }
   for (int k = 0; k < BAGUA_OPKIND_COUNT; ++k) {
     out.ops[k] = ops_completed_[k];

@@ -15,6 +15,7 @@
 #include "base/logging.h"
 #include "base/scratch_cache.h"
 #include "bootstrap/root_server.h"
+#include "kernels/device_runtime.h"
 #include "topology/topology.h"
 #include "transport/ucx/ucx_transport.h"
 
@@ -87,6 +88,66 @@ std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& roo
   return form(rank, table, std::move(listener), root.secret, config, deadline);
 }
 
+// UCX sets up a lot lazily: the first message of each protocol to a peer (eager copy, rendezvous, single copy)
+// allocates buffer pools and registers memory, about 150 us each on the development VM. Pay that here, for the
+// peers the algorithms talk to (ring neighbours, and rank +- 2^k for recursive doubling, Rabenseifner and binomial
+// trees), so that the first operations run as fast as later ones. The set is symmetric, so every rank posts the
+// receives that match its peers' sends. Tag kind 0 is this exchange's (algorithms/tags.h starts at 1).
+void Comm::warm_up(Deadline deadline) {
+  if (nranks_ == 1) return;
+  std::vector<int> peers;
+  auto add = [&](int p) {
+    if (p != rank_ && std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
+  };
+  const std::vector<int>& ring = layout_.ring_order();
+  auto here = std::find(ring.begin(), ring.end(), rank_);
+  if (here != ring.end()) {
+    size_t i = static_cast<size_t>(here - ring.begin());
+    add(ring[(i + 1) % ring.size()]);
+    add(ring[(i + ring.size() - 1) % ring.size()]);
+  }
+  for (int d = 1; d < nranks_; d *= 2) {
+    add((rank_ + d) % nranks_);
+    add((rank_ - d % nranks_ + nranks_) % nranks_);
+  }
+  // kEagerRounds small messages: shared-memory transports hand out their receive slots in turn (a FIFO of 64),
+  // and the first use of each costs page faults; then one message above the single-copy threshold.
+  const int kEagerRounds = 128;
+  const size_t small = 4 << 10, large = std::max<size_t>(config_.single_copy_bytes, 64 << 10) * 2;
+  std::vector<uint8_t> out(large, 0);
+  std::vector<std::vector<uint8_t>> in(peers.size(), std::vector<uint8_t>(large));
+  std::vector<Transfer> transfers(peers.size() * 2 * (kEagerRounds + 1));
+  auto tag = [&](int round, int source) {
+    return ((comm_id_ & 0xfffu) << 48) | (static_cast<uint64_t>(round) << 32) | (static_cast<uint64_t>(source) & 0xfffffu);
+  };
+  size_t t = 0;
+  for (size_t p = 0; p < peers.size(); ++p)
+    for (int round = 0; round <= kEagerRounds; ++round) {
+      size_t bytes = round < kEagerRounds ? small : large;
+      transport_->post_recv(transfers[t++], peers[p], tag(round, peers[p]), in[p].data(), bytes);
+      transport_->post_send(transfers[t++], peers[p], tag(round, rank_), out.data(), bytes);
+    }
+  Backoff backoff;
+  for (;;) {
+    transport_->progress();
+    bool all_done = true;
+    for (Transfer& t : transfers) {
+      if (t.state == Transfer::State::kPending) transport_->check(t);
+      if (t.state == Transfer::State::kFailed)
+        throw Error(t.failure == BAGUA_SUCCESS ? BAGUA_ERR_REMOTE : t.failure,
+                    fmt::format("warming up the connection to rank {}: {}", t.peer, t.error));
+      all_done = all_done && t.state == Transfer::State::kDone;
+    }
+    if (all_done) break;
+    if (deadline.expired()) {
+      ring_->check_health();  // names a dead peer if there is one
+      throw Error(BAGUA_ERR_TIMEOUT, "warming up the connections to the peers did not finish before the timeout");
+    }
+    backoff.idle();
+  }
+  warm_up_counters_ = transport_->counters();
+}
+
 std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listener, const Bytes& secret,
                                  const Config& config, Deadline deadline) {
   std::unique_ptr<Comm> comm(new Comm());
@@ -125,6 +186,10 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   BAGUA_DEBUG("single-copy transfers between host peers: {}", everyone_can ? "on" : "off");
   comm->send_sequence_.assign(nranks, 0);
   comm->recv_sequence_.assign(nranks, 0);
+  comm->warm_up(deadline);
+  // Probing for CUDA (the runtime's first call, about 120 us without a driver) belongs to init, not to the first
+  // operation, whose pointer checks would otherwise pay it.
+  device_runtime();
   if (Logger::instance().enabled(LogLevel::kDebug)) BAGUA_DEBUG("transport lanes:\n{}", comm->transport_->describe());
   BAGUA_INFO("communicator {:#x}{}: rank {} of {}, local rank {} of {} on host {} of {}", comm->comm_id_,
              config.comm_name.empty() ? "" : " (" + config.comm_name + ")", rank, nranks, comm->local_rank(),
