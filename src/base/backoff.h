@@ -9,12 +9,17 @@ namespace bagua {
 
 class Backoff {
  public:
+  // More ranks than cores on this host (set at init): a spinning waiter keeps a peer from running, so yield the
+  // core at once instead of after kYieldAfter rounds. Process-wide; it never goes back.
+  static void set_oversubscribed() { oversubscribed_flag() = true; }
+  static bool oversubscribed() { return oversubscribed_flag(); }
+
   void busy() { idle_rounds_ = 0; }
   void idle() {
     ++idle_rounds_;
     if (idle_rounds_ > kNapAfter)
       usleep(50);
-    else if (idle_rounds_ > kYieldAfter)
+    else if (idle_rounds_ > kYieldAfter || oversubscribed_flag())
       sched_yield();
   }
 
@@ -22,6 +27,10 @@ class Backoff {
   static constexpr unsigned kYieldAfter = 200;
   static constexpr unsigned kNapAfter = 20000;
   unsigned idle_rounds_ = 0;
+  static bool& oversubscribed_flag() {
+    static bool flag = false;
+    return flag;
+  }
 };
 
 }  // namespace bagua

@@ -141,7 +141,7 @@ class Comm {
   uint64_t ops_completed_[BAGUA_OPKIND_COUNT] = {};
   uint64_t bytes_by_op_[BAGUA_OPKIND_COUNT] = {};
 
-  void warm_up(Deadline deadline);  // comm_init.cc
+  void warm_up(Deadline deadline);      // comm_init.cc
   TransportCounters warm_up_counters_;  // traffic of warm_up(), left out of the stats
   void progress_all();
   void check_health_throttled();

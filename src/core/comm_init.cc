@@ -118,7 +118,8 @@ void Comm::warm_up(Deadline deadline) {
   std::vector<std::vector<uint8_t>> in(peers.size(), std::vector<uint8_t>(large));
   std::vector<Transfer> transfers(peers.size() * 2 * (kEagerRounds + 1));
   auto tag = [&](int round, int source) {
-    return ((comm_id_ & 0xfffu) << 48) | (static_cast<uint64_t>(round) << 32) | (static_cast<uint64_t>(source) & 0xfffffu);
+    return ((comm_id_ & 0xfffu) << 48) | (static_cast<uint64_t>(round) << 32) |
+           (static_cast<uint64_t>(source) & 0xfffffu);
   };
   size_t t = 0;
   for (size_t p = 0; p < peers.size(); ++p)
@@ -165,6 +166,12 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   comm->layout_ = CommLayout(host_ids, rank);
 
   comm->ring_ = BootstrapRing::connect(rank, table, std::move(listener), secret, deadline, &comm->abort_requested_);
+  cpu_set_t usable;
+  if (sched_getaffinity(0, sizeof usable, &usable) == 0 && comm->local_size() > CPU_COUNT(&usable)) {
+    Backoff::set_oversubscribed();
+    BAGUA_DEBUG("{} ranks on this host share {} cores: waits yield the core at once", comm->local_size(),
+                CPU_COUNT(&usable));
+  }
   if (config.bind_numa) {
     int node = bind_to_numa_node(comm->local_rank());
     if (node >= 0) BAGUA_INFO("bound to NUMA node {} (BAGUA_BIND=1)", node);
