@@ -86,6 +86,8 @@ step() {
   step perf:kernels 90 $B/bagua_cuda_kernels_perf
   step perf:device 90 $RUN -n 2 $B/bagua_allreduce_perf -M device -b 4K -e 256M -f 4
   step perf:host 90 $RUN -n 2 $B/bagua_allreduce_perf -M host -b 4K -e 256M -f 4
+  # torch.distributed's gloo on CUDA tensors (and NCCL's refusal of two ranks on one GPU), when python3 has torch.
+  step perf:torch 150 perf/gpu/compare.sh build
   echo "== result: $([ $status = 0 ] && echo ok || echo "FAILED: ${failed[*]}")"
   exit $status
 } 2>&1 | tee "$OUT"
