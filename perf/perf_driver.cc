@@ -231,7 +231,7 @@ double copy_traffic_gbps(const PerfArgs& args, size_t bytes) {
 int run_perf(int argc, char** argv, const PerfOp& op) {
   PerfArgs args = parse_args(argc, argv);
   if (args.device) {
-    if (std::strcmp(device_runtime().name(), "none") == 0) {
+    if (!device_runtime().usable()) {
       std::fprintf(stderr, "-M device: no CUDA device (BAGUA_DEVICE_STANDIN=1 runs the host stand-in)\n");
       return 2;
     }

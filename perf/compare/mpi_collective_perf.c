@@ -20,6 +20,10 @@ int main(int argc, char** argv) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (argc > 1 && strcmp(argv[1], "alltoall") != 0 && strcmp(argv[1], "allreduce") != 0) {
+    fprintf(stderr, "usage: %s allreduce|alltoall [min_bytes max_bytes factor iterations]\n", argv[0]);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   int alltoall = argc > 1 && strcmp(argv[1], "alltoall") == 0;
   size_t min_bytes = argc > 2 ? strtoull(argv[2], NULL, 10) : 4096;
   size_t max_bytes = argc > 3 ? strtoull(argv[3], NULL, 10) : 64u << 20;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <new>
 #include <thread>
@@ -111,40 +112,56 @@ void Comm::warm_up(Deadline deadline) {
     add((rank_ - d % nranks_ + nranks_) % nranks_);
   }
   // kEagerRounds small messages: shared-memory transports hand out their receive slots in turn (a FIFO of 64),
-  // and the first use of each costs page faults; then one message above the single-copy threshold.
+  // and the first use of each costs page faults; then one message at the single-copy threshold (skipped when that
+  // is above 2 MiB, a way to turn single copy off). The contents do not matter: one receive buffer serves all.
   const int kEagerRounds = 128;
-  const size_t small = 4 << 10, large = std::max<size_t>(config_.single_copy_bytes, 64 << 10) * 2;
-  std::vector<uint8_t> out(large, 0);
-  std::vector<std::vector<uint8_t>> in(peers.size(), std::vector<uint8_t>(large));
-  std::vector<Transfer> transfers(peers.size() * 2 * (kEagerRounds + 1));
+  const size_t small = 4 << 10, large = std::max<size_t>(config_.single_copy_bytes, 64 << 10);
+  const int rounds = large <= (2u << 20) ? kEagerRounds + 1 : kEagerRounds;
+  std::vector<uint8_t> out(std::max(small, rounds > kEagerRounds ? large : small), 0), in(out.size());
+  std::vector<Transfer> transfers(peers.size() * 2 * static_cast<size_t>(rounds));
   auto tag = [&](int round, int source) {
     return ((comm_id_ & 0xfffu) << 48) | (static_cast<uint64_t>(round) << 32) |
            (static_cast<uint64_t>(source) & 0xfffffu);
   };
   size_t t = 0;
   for (size_t p = 0; p < peers.size(); ++p)
-    for (int round = 0; round <= kEagerRounds; ++round) {
+    for (int round = 0; round < rounds; ++round) {
       size_t bytes = round < kEagerRounds ? small : large;
-      transport_->post_recv(transfers[t++], peers[p], tag(round, peers[p]), in[p].data(), bytes);
+      transport_->post_recv(transfers[t++], peers[p], tag(round, peers[p]), in.data(), bytes);
       transport_->post_send(transfers[t++], peers[p], tag(round, rank_), out.data(), bytes);
     }
+  // A failure cancels every transfer (they point at the buffers above) and tells the neighbours, so that they
+  // report this rank instead of waiting for its messages.
+  auto give_up = [&](bagua_status_t status, const std::string& message) {
+    fail_everything(status, message);
+    throw Error(status, message);
+  };
   Backoff backoff;
+  Clock::time_point last_health = Clock::now();
   for (;;) {
-    transport_->progress();
+    if (transport_->progress() > 0)
+      backoff.busy();
+    else
+      backoff.idle();
     bool all_done = true;
-    for (Transfer& t : transfers) {
-      if (t.state == Transfer::State::kPending) transport_->check(t);
-      if (t.state == Transfer::State::kFailed)
-        throw Error(t.failure == BAGUA_SUCCESS ? BAGUA_ERR_REMOTE : t.failure,
-                    fmt::format("warming up the connection to rank {}: {}", t.peer, t.error));
-      all_done = all_done && t.state == Transfer::State::kDone;
+    for (Transfer& tr : transfers) {
+      if (tr.state == Transfer::State::kPending) transport_->check(tr);
+      if (tr.state == Transfer::State::kFailed)
+        give_up(tr.failure == BAGUA_SUCCESS ? BAGUA_ERR_REMOTE : tr.failure,
+                fmt::format("warming up the connection to rank {}: {}", tr.peer, tr.error));
+      all_done = all_done && tr.state == Transfer::State::kDone;
     }
     if (all_done) break;
-    if (deadline.expired()) {
-      ring_->check_health();  // names a dead peer if there is one
-      throw Error(BAGUA_ERR_TIMEOUT, "warming up the connections to the peers did not finish before the timeout");
+    if (Clock::now() - last_health > std::chrono::milliseconds(1)) {
+      last_health = Clock::now();
+      try {
+        ring_->check_health();  // a dead peer, or one that failed and said so
+      } catch (const Error& e) {
+        give_up(e.status(), e.what());
+      }
     }
-    backoff.idle();
+    if (deadline.expired())
+      give_up(BAGUA_ERR_TIMEOUT, "warming up the connections to the peers did not finish before the timeout");
   }
   warm_up_counters_ = transport_->counters();
 }
@@ -166,15 +183,30 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   comm->layout_ = CommLayout(host_ids, rank);
 
   comm->ring_ = BootstrapRing::connect(rank, table, std::move(listener), secret, deadline, &comm->abort_requested_);
-  cpu_set_t usable;
-  if (sched_getaffinity(0, sizeof usable, &usable) == 0 && comm->local_size() > CPU_COUNT(&usable)) {
-    Backoff::set_oversubscribed();
-    BAGUA_DEBUG("{} ranks on this host share {} cores: waits yield the core at once", comm->local_size(),
-                CPU_COUNT(&usable));
-  }
   if (config.bind_numa) {
     int node = bind_to_numa_node(comm->local_rank());
     if (node >= 0) BAGUA_INFO("bound to NUMA node {} (BAGUA_BIND=1)", node);
+  }
+
+  // More ranks on this host than the cores all of them may use together: waits then yield at once. Each rank's
+  // affinity alone says nothing (a launcher may give each rank one core).
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);
+  Bytes mask(reinterpret_cast<const uint8_t*>(&mine), reinterpret_cast<const uint8_t*>(&mine) + sizeof mine);
+  std::vector<Bytes> masks = comm->ring_->allgather(mask, deadline);
+  cpu_set_t host_cores;
+  CPU_ZERO(&host_cores);
+  for (int r = 0; r < nranks; ++r) {
+    if (table.ranks[r].host_id != table.ranks[rank].host_id || masks[r].size() != sizeof(cpu_set_t)) continue;
+    cpu_set_t theirs;
+    std::memcpy(&theirs, masks[r].data(), sizeof theirs);
+    CPU_OR(&host_cores, &host_cores, &theirs);
+  }
+  if (CPU_COUNT(&host_cores) > 0 && comm->local_size() > CPU_COUNT(&host_cores)) {
+    Backoff::set_oversubscribed();
+    BAGUA_DEBUG("{} ranks on this host share {} cores: waits yield the core at once", comm->local_size(),
+                CPU_COUNT(&host_cores));
   }
 
   // One UCX worker per communicator; worker addresses travel over the bootstrap ring.
@@ -194,9 +226,9 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   comm->send_sequence_.assign(nranks, 0);
   comm->recv_sequence_.assign(nranks, 0);
   comm->warm_up(deadline);
-  // Probing for CUDA (the runtime's first call, about 120 us without a driver) belongs to init, not to the first
-  // operation, whose pointer checks would otherwise pay it.
-  device_runtime();
+  // Choosing the device runtime, and starting CUDA where the process already uses it, belong to init rather than
+  // to the first operation's pointer checks.
+  device_runtime().prepare();
   if (Logger::instance().enabled(LogLevel::kDebug)) BAGUA_DEBUG("transport lanes:\n{}", comm->transport_->describe());
   BAGUA_INFO("communicator {:#x}{}: rank {} of {}, local rank {} of {} on host {} of {}", comm->comm_id_,
              config.comm_name.empty() ? "" : " (" + config.comm_name + ")", rank, nranks, comm->local_rank(),

@@ -16,6 +16,7 @@ namespace {
 class HostOnlyRuntime final : public DeviceRuntime {
  public:
   const char* name() const override { return "none"; }
+  bool usable() override { return false; }
   MemoryType memory_type(const void*, int* device) override {
     if (device) *device = -1;
     return MemoryType::kHost;

@@ -28,6 +28,10 @@ class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
   virtual const char* name() const = 0;
+  // Whether device memory can exist here (for tests and tools; with CUDA this initializes the driver).
+  virtual bool usable() = 0;
+  // Called at communicator init: gets ready without starting CUDA in a process that has not (see the CUDA one).
+  virtual void prepare() {}
   // Where ptr lives and, for device or managed memory, on which device (the pointer's, not the current one).
   virtual MemoryType memory_type(const void* ptr, int* device) = 0;
   // The device a user stream belongs to (the current device for the legacy default stream).
@@ -61,10 +65,12 @@ class DeviceRuntime {
 };
 
 // The runtime in use: the stand-in when BAGUA_DEVICE_STANDIN=1, CUDA when built with it, otherwise one that
-// sees only host memory. Chosen once per process.
+// sees only host memory. Chosen once per process, without any CUDA call.
 DeviceRuntime& device_runtime();
 
-// The CUDA implementation, or nullptr in a build without CUDA.
+// The CUDA implementation, or nullptr in a build without CUDA. It makes no CUDA call while the process has not
+// loaded the CUDA driver (device memory cannot exist then): a CPU-only job on a GPU host never starts CUDA, so its
+// forked children still can.
 DeviceRuntime* cuda_device_runtime();
 
 // The stand-in's extras for tests: run `task` on a stand-in stream in order with its other work, and mark a

@@ -76,6 +76,7 @@ bool word_reached(const volatile uint32_t* word, uint32_t value) {
 class StandinRuntime final : public DeviceRuntime, public StandinControl {
  public:
   const char* name() const override { return "host stand-in"; }
+  bool usable() override { return true; }
 
   MemoryType memory_type(const void* ptr, int* device) override {
     auto p = reinterpret_cast<uintptr_t>(ptr);

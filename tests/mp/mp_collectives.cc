@@ -509,7 +509,7 @@ int main(int argc, char** argv) {
   MP_OK(bagua_comm_rank(comm, &g_rank));
   MP_OK(bagua_comm_size(comm, &g_size));
   if (memory != "host") {
-    if (std::string(device_runtime().name()) == "none") {
+    if (!device_runtime().usable()) {
       if (g_rank == 0) std::printf("skipping: no CUDA device (BAGUA_DEVICE_STANDIN=1 runs the host stand-in)\n");
       MP_OK(bagua_comm_destroy(comm));
       return 77;

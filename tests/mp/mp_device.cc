@@ -437,7 +437,7 @@ int capture() {
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "semantics";
   g_rt = &device_runtime();
-  if (std::string(g_rt->name()) == "none") {
+  if (!g_rt->usable()) {
     std::printf("skipping: no CUDA device (BAGUA_DEVICE_STANDIN=1 runs the host stand-in)\n");
     return 77;
   }

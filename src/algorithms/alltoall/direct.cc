@@ -17,7 +17,8 @@ std::unique_ptr<Schedule> alltoall_direct(const CollectiveArgs& a, const Schedul
   for (int peer = 0; peer < n; ++peer) {
     if (peer == r) continue;
     round.recvs.push_back({peer, out + l.recv_off(peer), l.recv_bytes(peer)});
-    round.sends.push_back({peer, src + l.send_off(peer), l.send_bytes(peer), alltoall_send_mode(l.send_bytes(peer))});
+    round.sends.push_back(
+        {peer, src + l.send_off(peer), l.send_bytes(peer), alltoall_send_mode(l.send_bytes(peer), n)});
   }
   return s;
 }

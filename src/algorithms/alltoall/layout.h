@@ -25,10 +25,14 @@ inline AlltoallLayout alltoall_layout(const CollectiveArgs& a, int n) {
           [=](int) { return block; }};
 }
 
-// Blocks below 64 KiB go eagerly: every rank sends to every peer at once, and a rendezvous handshake per block
-// (UCX's default above 8 KiB) waits on the peer's progress, which cost more than the copy it saves (3 ranks on
-// the 2-core VM: 75 us at 64 KiB total against 73 us at 256 KiB, where single-copy takes over).
-inline SendMode alltoall_send_mode(size_t bytes) { return bytes < (64 << 10) ? SendMode::kEager : SendMode::kDefault; }
+// Blocks below 64 KiB go eagerly: a rendezvous handshake per block (UCX's default above 8 KiB) waits on the
+// peer's progress, which cost more than the copy it saves (3 ranks on the 2-core VM: 75 us at 64 KiB total
+// against 73 us at 256 KiB, where single-copy takes over). Only while a call's eager blocks stay within 1 MiB per
+// rank: a receiver that has not posted yet buffers them all.
+inline SendMode alltoall_send_mode(size_t bytes, int nranks) {
+  return bytes < (64 << 10) && bytes * static_cast<size_t>(nranks - 1) <= (1 << 20) ? SendMode::kEager
+                                                                                    : SendMode::kDefault;
+}
 
 // The blocks of a call, with this rank's own block already copied in the schedule's prologue.
 struct AlltoallBlocks {

@@ -16,7 +16,7 @@ std::unique_ptr<Schedule> alltoall_pairwise(const CollectiveArgs& a, const Sched
     int to = (r + k) % n, from = (r - k + n) % n;
     Round& round = s->round();
     round.recvs.push_back({from, out + l.recv_off(from), l.recv_bytes(from)});
-    round.sends.push_back({to, src + l.send_off(to), l.send_bytes(to), alltoall_send_mode(l.send_bytes(to))});
+    round.sends.push_back({to, src + l.send_off(to), l.send_bytes(to), alltoall_send_mode(l.send_bytes(to), n)});
   }
   return s;
 }

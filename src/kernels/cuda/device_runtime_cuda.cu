@@ -5,6 +5,9 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <dlfcn.h>
+
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -90,12 +93,38 @@ class CudaEvent final : public DeviceEvent {
 
 using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
+// Whether this process has loaded the CUDA driver (someone initialized CUDA). Until then no pointer can be device
+// memory, and asking cudart would start CUDA: about 120 us without a driver, and after it a forked child can no
+// longer use CUDA. Once loaded it stays loaded. dlopen takes the loader's lock (tens of microseconds), so a "not
+// loaded" answer is reused for 1 ms: device memory needs a CUDA context, which takes far longer than that to
+// create after the driver is loaded.
+bool driver_loaded() {
+  static std::atomic<bool> loaded{false};
+  static std::atomic<int64_t> asked_at_ns{INT64_MIN / 2};
+  if (loaded.load(std::memory_order_relaxed)) return true;
+  int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (now - asked_at_ns.load(std::memory_order_relaxed) < 1000000) return false;
+  void* handle = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+  asked_at_ns.store(now, std::memory_order_relaxed);
+  if (handle == nullptr) return false;
+  dlclose(handle);
+  loaded.store(true, std::memory_order_relaxed);
+  return true;
+}
+
 class CudaRuntime final : public DeviceRuntime {
  public:
   const char* name() const override { return "CUDA"; }
+  bool usable() override { return cuda_device_count() > 0; }
+  // The process already uses CUDA: start this library's runtime now rather than in the first call.
+  void prepare() override {
+    if (driver_loaded()) cuda_device_count();
+  }
 
   MemoryType memory_type(const void* ptr, int* device) override {
     if (device) *device = -1;
+    if (!driver_loaded()) return MemoryType::kHost;
     RelaxedCapture relaxed;
     cudaPointerAttributes attrs{};
     if (cudaPointerGetAttributes(&attrs, ptr) != cudaSuccess) {
@@ -241,7 +270,6 @@ class CudaRuntime final : public DeviceRuntime {
 }  // namespace
 
 DeviceRuntime* cuda_device_runtime() {
-  if (cuda_device_count() == 0) return nullptr;
   static CudaRuntime runtime;
   return &runtime;
 }
