@@ -18,11 +18,32 @@ BAGUA_HD inline uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// u in [0, 1) with 24 random bits (exact in fp32), keyed by (seed, step, rank, element index).
-BAGUA_HD inline float rounding_draw(uint64_t seed, uint64_t step, uint32_t rank, uint64_t index) {
+// Stochastic rounding draw v2 (docs/formats.md): a 32-bit key per (seed, step, rank, index / 2^32), made once per
+// run of elements, then one 32-bit hash per element: two 32-bit multiplies, which vectorize on any processor.
+BAGUA_HD inline uint32_t draw_key(uint64_t seed, uint64_t step, uint32_t rank, uint64_t index_high) {
   uint64_t h =
-      splitmix64(seed ^ splitmix64(step ^ splitmix64((static_cast<uint64_t>(rank) << 40) ^ splitmix64(index))));
-  return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
+      splitmix64(seed ^ splitmix64(step ^ splitmix64((static_cast<uint64_t>(rank) << 40) ^ splitmix64(index_high))));
+  return static_cast<uint32_t>(h >> 32);
+}
+
+// A bijective 32-bit mixer (xor-shift / multiply, two rounds).
+BAGUA_HD inline uint32_t mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x21f0aaadu;
+  x ^= x >> 15;
+  x *= 0x735a2d97u;
+  x ^= x >> 15;
+  return x;
+}
+
+// u in [0, 1) with 24 random bits (exact in fp32) for the element whose index has low 32 bits index_low.
+BAGUA_HD inline float keyed_draw(uint32_t key, uint32_t index_low) {
+  return static_cast<float>(mix32(index_low ^ key) >> 8) * (1.0f / 16777216.0f);
+}
+
+// The draw of one element, keyed by (seed, step, rank, element index).
+BAGUA_HD inline float rounding_draw(uint64_t seed, uint64_t step, uint32_t rank, uint64_t index) {
+  return keyed_draw(draw_key(seed, step, rank, index >> 32), static_cast<uint32_t>(index));
 }
 
 }  // namespace bagua

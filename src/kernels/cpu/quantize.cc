@@ -167,6 +167,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize8_avx512(const
 
 #pragma GCC diagnostic pop
 
+// The draws of elements [index, index + len): one key per run that shares index / 2^32, then a vector loop.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void keyed_draws(uint32_t key, uint32_t first, size_t len,
+                                                                              float* out) {
+  for (size_t i = 0; i < len; ++i) out[i] = keyed_draw(key, first + static_cast<uint32_t>(i));
+}
+
+void stochastic_draws(const RoundingKey& key, uint64_t index, size_t len, float* out) {
+  while (len > 0) {
+    uint64_t run = std::min<uint64_t>(len, (uint64_t{1} << 32) - (index & 0xffffffffu));  // to the next 2^32
+    keyed_draws(draw_key(key.seed, key.step, key.rank, index >> 32), static_cast<uint32_t>(index), run, out);
+    index += run;
+    out += run;
+    len -= run;
+  }
+}
+
 // Codes for one chunk, rounded to nearest (ties to even) or stochastically, clamped to [0, 2^b - 1].
 __attribute__((target_clones("avx512f", "avx2", "default"))) void quantize_values(const float* v, size_t len, Grid g,
                                                                                   int bits, const float* draws,
@@ -241,8 +257,7 @@ void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const Rou
   if (g.poisoned) {
     std::fill(codes, codes + len, 0u);
   } else {
-    if (key.stochastic)
-      for (size_t i = 0; i < len; ++i) draws[i] = stochastic_draw(key, index + i);
+    if (key.stochastic) stochastic_draws(key, index, len, draws);
     quantize_values(v, len, g, f.bits, key.stochastic ? draws : nullptr, codes);
   }
   pack(codes, len, f.bits, out + kHeaderBytes, code_bytes(len, f.bits));
