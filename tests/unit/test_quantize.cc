@@ -16,6 +16,7 @@
 #include "kernels/half.h"
 #include "kernels/kernels.h"
 #include "kernels/quantize.h"
+#include "kernels/quantize_math.h"
 
 using namespace bagua;
 
@@ -150,6 +151,36 @@ TEST_CASE("stochastic rounding is unbiased and reproducible", "[quantize]") {
   for (size_t i = 0; i < x.size(); ++i)
     if (std::fabs(mean[i] / draws - x[i]) > 5 * se + 1e-6) ++outside;
   CHECK(outside == 0);
+}
+
+TEST_CASE("stochastic codes follow the documented draw, across a 2^32 index boundary", "[quantize]") {
+  // Oracle: docs/formats.md, element by element: t = (x - min) * ((2^b - 1) / (max - min)), code =
+  // clamp(floor(t + u)) with u = rounding_draw(seed, step, rank, index) (the function the CUDA kernel calls).
+  for (int bits : {1, 2, 4, 8}) {
+    MinMaxFormat f{bits, 512};
+    std::vector<float> x = random_vector(1000, 3.0f, 17 + static_cast<uint32_t>(bits));
+    RoundingKey key{true, 0xfeed, 42, 3, (uint64_t{1} << 32) - 700};  // the second chunk crosses 2^32
+    std::vector<uint8_t> q(minmax_compressed_bytes(x.size(), f));
+    minmax_compress(x.data(), BAGUA_FLOAT32, x.size(), f, key, q.data());
+    const uint8_t* block = q.data();
+    for (size_t begin = 0; begin < x.size(); begin += f.chunk) {
+      size_t len = std::min(f.chunk, x.size() - begin);
+      float lo, hi;
+      std::memcpy(&lo, block, 4);
+      std::memcpy(&hi, block + 4, 4);
+      const float levels = static_cast<float>((1u << bits) - 1), inv = levels / (hi - lo);
+      for (size_t i = 0; i < len; ++i) {
+        float t = (x[begin + i] - lo) * inv;
+        float r = std::floor(t + rounding_draw(key.seed, key.step, key.rank, key.index_base + begin + i));
+        r = r < 0.0f ? 0.0f : (r > levels ? levels : r);
+        const size_t per_byte = 8 / static_cast<size_t>(bits);
+        uint32_t code = (block[8 + i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
+        INFO("bits " << bits << " element " << begin + i);
+        REQUIRE(code == static_cast<uint32_t>(r));
+      }
+      block += minmax_compressed_bytes(len, f);
+    }
+  }
 }
 
 TEST_CASE("error feedback telescopes", "[quantize]") {

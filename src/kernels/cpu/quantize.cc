@@ -187,12 +187,23 @@ void stochastic_draws(const RoundingKey& key, uint64_t index, size_t len, float*
 __attribute__((target_clones("avx512f", "avx2", "default"))) void quantize_values(const float* v, size_t len, Grid g,
                                                                                   int bits, const float* draws,
                                                                                   uint32_t* codes) {
+  // Two loops, so that each vectorizes. t >= 0 (v >= the chunk's min, inv_step >= 0) and t + u < 2^31, so floor is
+  // the truncating conversion to int32, which vectorizes where floor() may not; the codes fit in int32.
   const float top = static_cast<float>((1u << bits) - 1);
+  if (draws) {
+    for (size_t i = 0; i < len; ++i) {
+      float t = (v[i] - g.min) * g.inv_step;
+      float r = static_cast<float>(static_cast<int32_t>(t + draws[i]));  // floor(t + u)
+      r = r > top ? top : r;
+      codes[i] = static_cast<uint32_t>(static_cast<int32_t>(r));
+    }
+    return;
+  }
   for (size_t i = 0; i < len; ++i) {
     float t = (v[i] - g.min) * g.inv_step;
-    float r = draws ? std::floor(t + draws[i]) : std::rint(t);  // default rounding mode: ties to even
+    float r = std::rint(t);  // default rounding mode: ties to even
     r = r < 0.0f ? 0.0f : (r > top ? top : r);
-    codes[i] = static_cast<uint32_t>(r);
+    codes[i] = static_cast<uint32_t>(static_cast<int32_t>(r));
   }
 }
 
