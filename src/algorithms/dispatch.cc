@@ -272,8 +272,13 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
   return algorithm->build(args, ctx, std::move(description));
 }
 
-std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, bagua_datatype_t dtype, int peer,
-                                     void* stream) {
+namespace {
+
+// Point to point on either memory: the checks, then on device memory the staging (copied in for a send, out for a
+// receive), then the sequence number of the ordered pair.
+template <bool kSend>
+std::unique_ptr<Operation> make_p2p(Comm& comm, void* buf, size_t count, bagua_datatype_t dtype, int peer,
+                                    void* stream) {
   size_t bytes = checked_bytes(count, dtype, "count");
   CallMemory memory;
   memory.add(buf, bytes, "buf");
@@ -281,39 +286,40 @@ std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, 
   comm.check_usable();
   std::unique_ptr<DeviceOperation> device_op;
   if (memory.on_device()) {
-    device_op = prepare_device_operation(comm, BAGUA_OPKIND_SEND, stream, memory.device(), bytes);
-    device_op->copy_in(device_op->staging(), buf, bytes);
+    device_op =
+        prepare_device_operation(comm, kSend ? BAGUA_OPKIND_SEND : BAGUA_OPKIND_RECV, stream, memory.device(), bytes);
+    if constexpr (kSend)
+      device_op->copy_in(device_op->staging(), buf, bytes);
+    else
+      device_op->copy_out(buf, device_op->staging(), bytes);
     buf = device_op->staging();
   }
-  uint64_t seq = comm.next_send_sequence(peer);
-  uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, comm.rank());
-  std::string description = fmt::format("send #{} of {} x {} to rank {}", seq, count, datatype_name(dtype), peer);
-  if (!device_op) return std::make_unique<SendOp>(buf, bytes, peer, tag, std::move(description));
-  device_op->set_host_operation([=] { return std::make_unique<SendOp>(buf, bytes, peer, tag, description); },
-                                description + " on device");
+  uint64_t seq = kSend ? comm.next_send_sequence(peer) : comm.next_recv_sequence(peer);
+  uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, kSend ? comm.rank() : peer);
+  std::string description =
+      kSend ? fmt::format("send #{} of {} x {} to rank {}", seq, count, datatype_name(dtype), peer)
+            : fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer);
+  auto build = [=]() -> std::unique_ptr<Operation> {
+    if constexpr (kSend)
+      return std::make_unique<SendOp>(buf, bytes, peer, tag, description);
+    else
+      return std::make_unique<RecvOp>(buf, bytes, peer, tag, description);
+  };
+  if (!device_op) return build();
+  device_op->set_host_operation(build, description + " on device");
   return device_op;
+}
+
+}  // namespace
+
+std::unique_ptr<Operation> make_send(Comm& comm, const void* buf, size_t count, bagua_datatype_t dtype, int peer,
+                                     void* stream) {
+  return make_p2p<true>(comm, const_cast<void*>(buf), count, dtype, peer, stream);  // a send only reads buf
 }
 
 std::unique_ptr<Operation> make_recv(Comm& comm, void* buf, size_t count, bagua_datatype_t dtype, int peer,
                                      void* stream) {
-  size_t bytes = checked_bytes(count, dtype, "count");
-  CallMemory memory;
-  memory.add(buf, bytes, "buf");
-  check_rank(comm, peer, "peer");
-  comm.check_usable();
-  std::unique_ptr<DeviceOperation> device_op;
-  if (memory.on_device()) {
-    device_op = prepare_device_operation(comm, BAGUA_OPKIND_RECV, stream, memory.device(), bytes);
-    device_op->copy_out(buf, device_op->staging(), bytes);
-    buf = device_op->staging();
-  }
-  uint64_t seq = comm.next_recv_sequence(peer);
-  uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, peer);
-  std::string description = fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer);
-  if (!device_op) return std::make_unique<RecvOp>(buf, bytes, peer, tag, std::move(description));
-  device_op->set_host_operation([=] { return std::make_unique<RecvOp>(buf, bytes, peer, tag, description); },
-                                description + " on device");
-  return device_op;
+  return make_p2p<false>(comm, buf, count, dtype, peer, stream);
 }
 
 void run_to_completion(Comm& comm, Operation& op) {
