@@ -350,6 +350,88 @@ BAGUA_API bagua_status_t bagua_async_average_stats(bagua_async_average_t handle,
 /* Ends averaging on all ranks by agreement (ranks may call it at different times) and frees the handle. */
 BAGUA_API bagua_status_t bagua_async_average_stop(bagua_async_average_t handle);
 
+/* ---- bucket scheduler (docs/scheduler.md) ----
+ * BAGUA's execution optimizer for any training engine: register the tensors once, mark each ready from the
+ * backward hooks (any order), wait at the end of the step. The library groups the tensors into buckets, starts
+ * each bucket as soon as all its tensors are ready, in registration order on every rank, on its own thread and
+ * its own split of the communicator, overlapped with whatever the caller does between marks. The bucket size
+ * (and, across hosts with several ranks each, flat or hierarchical communication) is tuned online. */
+typedef enum {
+  BAGUA_BUCKET_ALLREDUCE = 0,     /* gradients, full precision; op SUM or AVG; any dtype */
+  BAGUA_BUCKET_QUANTIZED = 1,     /* gradients, compressed by `compression` (error feedback if it asks) */
+  BAGUA_BUCKET_ONEBIT = 2,        /* gradients, 1-bit sign compression with error feedback */
+  BAGUA_BUCKET_QADAM = 3,         /* gradients in; after warmup_steps, m = beta1 m + (1 - beta1) g per tensor is
+                                     averaged compressed and the tensors receive it (QAdam / 1-bit Adam) */
+  BAGUA_BUCKET_DECENTRALIZED = 4, /* weights, gossip averaged over `topology` (FLOAT32 or FLOAT64) */
+  BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED = 5 /* weights, BAGUA's low-precision ring (FLOAT32) */
+} bagua_bucket_algorithm_t;
+
+#define BAGUA_SCHEDULER_MAGIC 0xBA6C5C4Du
+/* Versioned like bagua_config_t. */
+typedef struct {
+  size_t size;                            /* sizeof(bagua_scheduler_config_t) as the caller compiled it */
+  unsigned int magic;                     /* BAGUA_SCHEDULER_MAGIC */
+  unsigned int version;                   /* BAGUA_VERSION_CODE */
+  int algorithm;                          /* bagua_bucket_algorithm_t */
+  int op;                                 /* ALLREDUCE, QUANTIZED, ONEBIT: BAGUA_SUM or BAGUA_AVG */
+  const bagua_compression_t* compression; /* QUANTIZED, QADAM, LOW_PRECISION_DECENTRALIZED; NULL: min-max 8 bit */
+  size_t bucket_bytes; /* 0: start at 4 MiB; the size where tuning starts, or the fixed size with autotune 0 */
+  int autotune;        /* 1: tune the bucket size and flat/hierarchical online; 0: keep them fixed */
+  int hierarchical;    /* bagua_hierarchical_t: AUTO lets the tuner choose; ON or OFF fixes it */
+  int topology;        /* DECENTRALIZED: bagua_topology_kind_t */
+  int warmup_steps;    /* QADAM: full-precision gradient steps before the compressed momentum ones */
+  float beta1;         /* QADAM: momentum decay */
+} bagua_scheduler_config_t;
+
+#define BAGUA_SCHEDULER_CONFIG_INITIALIZER                                                                          \
+  {                                                                                                                 \
+    sizeof(bagua_scheduler_config_t), BAGUA_SCHEDULER_MAGIC, BAGUA_VERSION_CODE, BAGUA_BUCKET_ALLREDUCE, BAGUA_AVG, \
+        NULL, 0, 1, BAGUA_HIERARCHICAL_AUTO, BAGUA_TOPO_ONE_PEER_EXPONENTIAL, 100, 0.9f                             \
+  }
+
+/* What the scheduler is doing; set size = sizeof(bagua_scheduler_info_t) before the call. */
+typedef struct {
+  size_t size;
+  uint64_t steps;        /* steps communicated (skipped ones not counted) */
+  uint64_t bucket_bytes; /* the bucket size in use */
+  int buckets;           /* buckets of the current layout */
+  int hierarchical;      /* 1: hierarchical communication in use */
+  int tuning;            /* 1: the tuner is still trying sizes */
+  int settled;           /* 1: the tuner's choice has been the same for 5 consecutive decisions */
+  uint64_t decisions;    /* tuner decisions so far (every rank applies each at the same step) */
+  double step_ms;        /* rank 0's last measured step time (wait to wait), broadcast with the decisions */
+} bagua_scheduler_info_t;
+
+typedef struct bagua_scheduler* bagua_scheduler_t;
+/* Collective: a scheduler on its own split of comm, with its own thread. */
+BAGUA_API bagua_status_t bagua_scheduler_create(bagua_comm_t comm, const bagua_scheduler_config_t* config,
+                                                bagua_scheduler_t* sched);
+/* Collective, once: the tensors in the order buckets should go (best: the order backward produces them).
+ * Tensor i is then named by i. Every rank must pass the same counts and dtypes (INVALID_USAGE names the first
+ * tensor that differs). Tensors adjacent in memory in this order are communicated in place; others are copied
+ * into a bucket buffer and back. Host memory; device tensors are NOT_SUPPORTED for now. */
+BAGUA_API bagua_status_t bagua_scheduler_register(bagua_scheduler_t sched, int ntensors, void* const* tensors,
+                                                  const size_t* counts, const bagua_datatype_t* dtypes);
+/* Tensor is ready for this step (event: a cudaEvent_t to wait on for device tensors; NULL for host). A bucket
+ * starts when all its tensors are marked. Unknown tensor, or marked twice in one step: INVALID_USAGE. */
+BAGUA_API bagua_status_t bagua_scheduler_mark_ready(bagua_scheduler_t sched, int tensor, void* event);
+/* Tensor takes no part in this step: it counts as zeros (and receives the result like the others).
+ * Gradient algorithms only. */
+BAGUA_API bagua_status_t bagua_scheduler_mark_unused(bagua_scheduler_t sched, int tensor);
+/* Skip this step whole, without communicating (gradient accumulation). Before any mark; every rank alike. */
+BAGUA_API bagua_status_t bagua_scheduler_skip_step(bagua_scheduler_t sched);
+/* Returns when every bucket of this step is done and its results are in the tensors; the step's first error
+ * (a peer's failure, a timeout) with its message. Every tensor must be marked. stream: for device tensors. */
+BAGUA_API bagua_status_t bagua_scheduler_wait(bagua_scheduler_t sched, void* stream);
+/* Forces a bucket size from the next step on and stops tuning; every rank must call it between the same steps.
+ * Error-feedback residuals, momentum and replicas are kept per tensor and carry over. */
+BAGUA_API bagua_status_t bagua_scheduler_set_bucket_bytes(bagua_scheduler_t sched, size_t bucket_bytes);
+BAGUA_API bagua_status_t bagua_scheduler_get_info(bagua_scheduler_t sched, bagua_scheduler_info_t* info);
+/* The error-feedback residual of tensor (count floats): what this rank's compression still owes it. */
+BAGUA_API bagua_status_t bagua_scheduler_residual(bagua_scheduler_t sched, int tensor, float* residual, size_t count);
+/* Refused (INVALID_USAGE) while a step is in flight (marked but not waited for), unless the scheduler failed. */
+BAGUA_API bagua_status_t bagua_scheduler_destroy(bagua_scheduler_t sched);
+
 #ifdef __cplusplus
 }
 #endif

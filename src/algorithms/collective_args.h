@@ -47,6 +47,9 @@ struct CollectiveArgs {
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
   void* stream = nullptr;  // the caller's cudaStream_t, for device memory
+  // The library's own calls may name a registry row (the bucket scheduler's flat or hierarchical choice);
+  // nullptr: BAGUA_ALGO rules, then the cost model.
+  const char* algorithm = nullptr;
 
   // Set by check_collective_args: where the buffers live, and the bytes of each this rank reads or writes.
   bool on_device = false;

@@ -258,7 +258,12 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
   comm.check_usable();
   const int n = comm.size();
   // The choice never depends on where the buffers live, so ranks with host and device buffers agree on it.
-  Algorithm algorithm = selector_of(comm).choose(args.collective, args.message_bytes(n), n, comm.hosts());
+  Algorithm algorithm = args.algorithm
+                            ? find_algorithm(args.collective, args.algorithm)
+                            : selector_of(comm).choose(args.collective, args.message_bytes(n), n, comm.hosts());
+  if (algorithm == nullptr || !algorithm_supports(algorithm, n, comm.hosts()))
+    fail(BAGUA_ERR_INTERNAL, "no {} algorithm '{}' for {} ranks", collective_name(args.collective),
+         algorithm ? algorithm->name : args.algorithm, n);
   if (args.on_device) return make_device_collective(comm, args, algorithm, suffix);
   ScheduleContext ctx = make_context(comm, tag_kind_of(args.collective), args.dtype, args.op);
   std::string description = args.collective == Collective::kBarrier
@@ -266,9 +271,6 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
                                 : fmt::format("{} #{} ({} x {}, {}{})", collective_name(args.collective), ctx.sequence,
                                               args.count, datatype_name(args.dtype), algorithm->name, suffix);
   BAGUA_TRACE("posting {}", description);
-  if (!algorithm_supports(algorithm, ctx.nranks, ctx.hosts))
-    fail(BAGUA_ERR_INTERNAL, "no {} algorithm '{}' for {} ranks", collective_name(args.collective), algorithm->name,
-         ctx.nranks);
   return algorithm->build(args, ctx, std::move(description));
 }
 

@@ -14,46 +14,49 @@ std::unique_ptr<Schedule> new_schedule(Comm& comm) {
   return std::make_unique<Schedule>(ctx);
 }
 
+NeighborPlan ring_plan(const Comm& comm) {
+  return Topology::builtin(comm.size(), BAGUA_TOPO_RING).plan(comm.rank(), 0);
+}
+
 }  // namespace
 
-LowPrecisionDecentralized::LowPrecisionDecentralized(Comm& comm, size_t count, const Codec& codec, const float* initial)
-    : comm_(comm),
-      count_(count),
-      codec_(codec),
-      ring_(Topology::builtin(comm.size(), BAGUA_TOPO_RING)),
-      self_(initial, initial + count) {
-  if (codec.error_feedback()) error_.assign(count, 0.0f);
-  NeighborPlan plan = ring_.plan(comm.rank(), 0);
+std::vector<int> lpdec_neighbours(const Comm& comm) {
+  std::vector<int> peers;
+  for (auto& [peer, weight] : ring_plan(comm).receives) peers.push_back(peer);
+  return peers;
+}
+
+void lpdec_exchange_initial(Comm& comm, const LpdecSlice& slice) {
+  NeighborPlan plan = ring_plan(comm);
   auto s = new_schedule(comm);
   Round& round = s->round();
-  for (auto& [peer, weight] : plan.receives) {
-    auto& replica = neighbours_[peer];
-    replica.resize(count);
-    round.recvs.push_back({peer, replica.data(), count * sizeof(float)});
-  }
-  for (int peer : plan.sends) round.sends.push_back({peer, self_.data(), count * sizeof(float)});
+  for (auto& [peer, weight] : plan.receives)
+    round.recvs.push_back({peer, slice.neighbours.at(peer), slice.count * sizeof(float)});
+  for (int peer : plan.sends) round.sends.push_back({peer, slice.self, slice.count * sizeof(float)});
   ScheduleOp op(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, "lpdec: initial replicas", std::move(s));
   run_to_completion(comm, op);
 }
 
-void LowPrecisionDecentralized::step(float* x) {
-  NeighborPlan plan = ring_.plan(comm_.rank(), 0);
+void lpdec_step(Comm& comm, const Codec& codec, const LpdecSlice& slice, uint64_t step, float* x) {
+  NeighborPlan plan = ring_plan(comm);
+  const size_t count = slice.count;
+  float* self = slice.self;
   // t = x + (weighted replica average - own replica); then the difference to send.
-  std::vector<float> diff(count_);
+  std::vector<float> diff(count);
   const float ws = static_cast<float>(plan.self_weight);
-  for (size_t i = 0; i < count_; ++i) diff[i] = ws * self_[i];
+  for (size_t i = 0; i < count; ++i) diff[i] = ws * self[i];
   for (auto& [peer, weight] : plan.receives) {
     const float w = static_cast<float>(weight);
-    const float* r = neighbours_[peer].data();
-    for (size_t i = 0; i < count_; ++i) diff[i] += w * r[i];
+    const float* r = slice.neighbours.at(peer);
+    for (size_t i = 0; i < count; ++i) diff[i] += w * r[i];
   }
-  for (size_t i = 0; i < count_; ++i) diff[i] = (x[i] + (diff[i] - self_[i])) - self_[i];
+  for (size_t i = 0; i < count; ++i) diff[i] = (x[i] + (diff[i] - self[i])) - self[i];
 
-  const size_t bytes = codec_.compressed_bytes(count_);
-  auto s = new_schedule(comm_);
+  const size_t bytes = codec.compressed_bytes(count);
+  auto s = new_schedule(comm);
   uint8_t* mine = s->scratch(bytes);
-  RoundingKey key{codec_.stochastic(), codec_.seed(), steps_++, static_cast<uint32_t>(comm_.rank()), 0};
-  codec_.compress(diff.data(), count_, error_.empty() ? nullptr : error_.data(), key, mine);
+  RoundingKey key{codec.stochastic(), codec.seed(), step, static_cast<uint32_t>(comm.rank()), slice.index_base};
+  codec.compress(diff.data(), count, slice.error, key, mine);
   Round& round = s->round();
   std::vector<std::pair<int, uint8_t*>> theirs;
   for (auto& [peer, weight] : plan.receives) {
@@ -62,13 +65,30 @@ void LowPrecisionDecentralized::step(float* x) {
     theirs.emplace_back(peer, buf);
   }
   for (int peer : plan.sends) round.sends.push_back({peer, mine, bytes});
-  ScheduleOp op(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, fmt::format("lpdec step {} ({} floats)", steps_ - 1, count_),
-                std::move(s));
-  run_to_completion(comm_, op);  // (s is owned by op; the buffers live until op is destroyed)
-  codec_.decompress_accumulate(mine, count_, self_.data());
-  for (auto& [peer, buf] : theirs) codec_.decompress_accumulate(buf, count_, neighbours_[peer].data());
-  std::memcpy(x, self_.data(), count_ * sizeof(float));
+  ScheduleOp op(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, fmt::format("lpdec step {} ({} floats)", step, count), std::move(s));
+  run_to_completion(comm, op);  // (s is owned by op; the buffers live until op is destroyed)
+  codec.decompress_accumulate(mine, count, self);
+  for (auto& [peer, buf] : theirs) codec.decompress_accumulate(buf, count, slice.neighbours.at(peer));
+  std::memcpy(x, self, count * sizeof(float));
 }
+
+LowPrecisionDecentralized::LowPrecisionDecentralized(Comm& comm, size_t count, const Codec& codec, const float* initial)
+    : comm_(comm), count_(count), codec_(codec), self_(initial, initial + count) {
+  if (codec.error_feedback()) error_.assign(count, 0.0f);
+  for (int peer : lpdec_neighbours(comm)) neighbours_[peer].resize(count);
+  lpdec_exchange_initial(comm, slice());
+}
+
+LpdecSlice LowPrecisionDecentralized::slice() {
+  LpdecSlice s;
+  s.count = count_;
+  s.self = self_.data();
+  for (auto& [peer, replica] : neighbours_) s.neighbours[peer] = replica.data();
+  s.error = error_.empty() ? nullptr : error_.data();
+  return s;
+}
+
+void LowPrecisionDecentralized::step(float* x) { lpdec_step(comm_, codec_, slice(), steps_++, x); }
 
 const std::vector<float>& LowPrecisionDecentralized::replica(int which) const {
   if (which == 0 || comm_.size() == 1) return self_;

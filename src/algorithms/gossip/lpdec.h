@@ -4,6 +4,8 @@
 //   step(x):  t = x + sum_j w_j xhat_j + w_self xhat_self - xhat_self     (ring weights, on the replicas)
 //             q = C(t - xhat_self)            (min-max per chunk, optional error feedback) -> both neighbours
 //             xhat_self += deq(q), xhat_j += deq(q_j);  x = xhat_self
+// Every step is element-wise on the replicas, so a caller may keep them in its own arrays and step any slice
+// (the bucket scheduler does): LpdecSlice names the slice.
 #pragma once
 
 #include <map>
@@ -14,6 +16,23 @@
 #include "core/comm.h"
 
 namespace bagua {
+
+// count elements of the replicas: this rank's own, its ring neighbours' (by rank), and its error feedback
+// (nullptr when off). index_base: the slice's first element in the caller's numbering (stochastic draws).
+struct LpdecSlice {
+  size_t count = 0;
+  float* self = nullptr;
+  std::map<int, float*> neighbours;
+  float* error = nullptr;
+  uint64_t index_base = 0;
+};
+
+// The neighbours whose replicas rank keeps (its ring in-neighbours; none on one rank).
+std::vector<int> lpdec_neighbours(const Comm& comm);
+// Collective: sends self to the ring neighbours and receives theirs (full precision), once at the start.
+void lpdec_exchange_initial(Comm& comm, const LpdecSlice& slice);
+// Collective: one step of the slice; x (count floats) is the caller's updated weights, replaced by the result.
+void lpdec_step(Comm& comm, const Codec& codec, const LpdecSlice& slice, uint64_t step, float* x);
 
 class LowPrecisionDecentralized {
  public:
@@ -26,10 +45,11 @@ class LowPrecisionDecentralized {
   size_t count() const { return count_; }
 
  private:
+  LpdecSlice slice();
+
   Comm& comm_;
   size_t count_;
   Codec codec_;
-  Topology ring_;
   std::vector<float> self_;
   std::map<int, std::vector<float>> neighbours_;  // by rank
   std::vector<float> error_;                      // error feedback (empty when off)

@@ -52,6 +52,22 @@ QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t 
   if (codec.error_feedback() && group_.index >= 0 && group_.members.size() > 1) {
     worker_error_.assign(count, 0.0f);
     owner_error_.assign(group_.block_count(count, group_.index), 0.0f);
+    worker_error_ptr_ = worker_error_.data();
+    owner_error_ptr_ = owner_error_.data();
+  }
+}
+
+QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec,
+                               float* shared_error, uint64_t first_step)
+    : comm_(&comm),
+      count_(count),
+      dtype_(dtype),
+      codec_(codec),
+      group_(QuantizedGroup::of(comm, codec.hierarchical())),
+      step_(first_step) {
+  if (codec.error_feedback() && group_.index >= 0 && group_.members.size() > 1 && shared_error != nullptr) {
+    worker_error_ptr_ = shared_error;
+    owner_error_ptr_ = shared_error + group_.block_offset(count, group_.index);
   }
 }
 
@@ -69,8 +85,9 @@ void QuantizedState::check_matches(const Comm& comm, size_t count, bagua_datatyp
 
 void QuantizedState::residual(float* out) const {
   std::fill(out, out + count_, 0.0f);
-  if (worker_error_.empty()) return;
-  std::memcpy(out, worker_error_.data(), count_ * sizeof(float));
+  if (worker_error_ptr_ == nullptr) return;
+  std::memcpy(out, worker_error_ptr_, count_ * sizeof(float));
+  if (owner_error_ptr_ == worker_error_ptr_ + group_.block_offset(count_, group_.index)) return;  // shared array
   size_t offset = group_.block_offset(count_, group_.index);
   for (size_t i = 0; i < owner_error_.size(); ++i) out[offset + i] += owner_error_[i];
 }

@@ -34,14 +34,22 @@ struct QuantizedGroup {
 class QuantizedState {
  public:
   QuantizedState(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec);
+  // Error feedback in the caller's count floats, one residual per element: the worker error on the blocks other
+  // ranks own and the owner error on this rank's block share the array, so what it holds does not depend on the
+  // block layout (the bucket scheduler re-buckets it). first_step numbers the stochastic draws.
+  QuantizedState(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec, float* shared_error,
+                 uint64_t first_step);
+  // Whether this rank compresses with error feedback (false for a hierarchical non-leader: its input reaches its
+  // leader at full precision).
+  bool uses_error_feedback() const { return worker_error_ptr_ != nullptr; }
   // Throws INVALID_ARGUMENT unless the call matches what the state was created for.
   void check_matches(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec) const;
   void residual(float* out) const;
   size_t count() const { return count_; }
 
   const QuantizedGroup& group() const { return group_; }
-  float* worker_error() { return worker_error_.empty() ? nullptr : worker_error_.data(); }
-  float* owner_error() { return owner_error_.empty() ? nullptr : owner_error_.data(); }
+  float* worker_error() { return worker_error_ptr_; }
+  float* owner_error() { return owner_error_ptr_; }
   uint64_t next_step() { return step_++; }
   std::vector<uint8_t>& scratch() { return scratch_; }
   std::atomic<bool> busy{false};  // an operation using this state is in flight (cleared by whichever thread frees it)
@@ -52,8 +60,10 @@ class QuantizedState {
   bagua_datatype_t dtype_;
   Codec codec_;
   QuantizedGroup group_;
-  std::vector<float> worker_error_;  // count floats; this rank's own block stays zero
-  std::vector<float> owner_error_;   // this rank's block
+  std::vector<float> worker_error_;    // count floats; this rank's own block stays zero
+  std::vector<float> owner_error_;     // this rank's block
+  float* worker_error_ptr_ = nullptr;  // worker_error_, or the caller's shared array
+  float* owner_error_ptr_ = nullptr;   // owner_error_, or the shared array at this rank's block
   std::vector<uint8_t> scratch_;
   uint64_t step_ = 0;
 };

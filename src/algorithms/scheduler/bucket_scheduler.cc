@@ -1,0 +1,535 @@
+#include "algorithms/scheduler/bucket_scheduler.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/dispatch.h"
+#include "algorithms/gossip/lpdec.h"
+#include "algorithms/gossip/neighbor_allreduce.h"
+#include "algorithms/registry.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "kernels/dtype.h"
+
+namespace bagua {
+namespace {
+
+constexpr size_t kMinTunedBucket = 64 << 10;
+constexpr size_t kMaxTunedBucket = size_t{1} << 30;
+
+size_t total_bytes_of_largest_dtype(const std::vector<TensorSpec>& specs) {
+  std::map<bagua_datatype_t, size_t> bytes;
+  size_t most = 0;
+  for (const TensorSpec& t : specs) most = std::max(most, bytes[t.dtype] += t.count * datatype_size(t.dtype));
+  return most;
+}
+
+}  // namespace
+
+BucketScheduler::BucketScheduler(std::unique_ptr<Comm> comm, const SchedulerConfig& config)
+    : comm_(std::move(comm)), config_(config) {
+  bucket_bytes_ = config_.bucket_bytes;
+  if (config_.hierarchical == BAGUA_HIERARCHICAL_ON) hierarchy_ = Hierarchy::kHierarchical;
+  if (config_.hierarchical == BAGUA_HIERARCHICAL_OFF) hierarchy_ = Hierarchy::kFlat;
+  thread_ = std::thread([this] { run(); });
+}
+
+BucketScheduler::~BucketScheduler() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    quit_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool BucketScheduler::hierarchy_applies() const {
+  if (comm_->nhosts() < 2 || comm_->nhosts() == comm_->size()) return false;
+  switch (config_.algorithm) {
+    case BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED:
+      return false;
+    case BAGUA_BUCKET_DECENTRALIZED:
+      for (const auto& host : comm_->hosts())
+        if (host.size() != comm_->hosts().front().size()) return false;
+      return true;
+    default:
+      return true;
+  }
+}
+
+const char* BucketScheduler::allreduce_algorithm() const {
+  switch (hierarchy_) {
+    case Hierarchy::kAuto:
+      return nullptr;  // BAGUA_ALGO, then the cost model
+    case Hierarchy::kFlat:
+      return "ring";
+    case Hierarchy::kHierarchical:
+      return algorithm_supports(find_algorithm(Collective::kAllreduce, "hier"), comm_->size(), comm_->hosts())
+                 ? "hier"
+                 : "hier_leader";
+  }
+  return nullptr;
+}
+
+Codec BucketScheduler::codec() const {
+  bagua_compression_t cfg = config_.compression;
+  cfg.hierarchical = hierarchy_ == Hierarchy::kHierarchical ? BAGUA_HIERARCHICAL_ON
+                     : hierarchy_ == Hierarchy::kFlat       ? BAGUA_HIERARCHICAL_OFF
+                                                            : cfg.hierarchical;
+  return Codec::from_config(&cfg);
+}
+
+void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const std::vector<TensorSpec>& specs) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (registered_) fail(BAGUA_ERR_INVALID_USAGE, "tensors are registered once per scheduler");
+    if (failed_) throw_failure();
+  }
+  // Every rank the same layout: one MAX allreduce of (n, counts, dtypes) and of their complements (~max = min).
+  const size_t n = specs.size();
+  std::vector<uint64_t> mine(1 + 2 * n);
+  mine[0] = n;
+  for (size_t i = 0; i < n; ++i) mine[1 + 2 * i] = specs[i].count, mine[2 + 2 * i] = specs[i].dtype;
+  {
+    std::vector<uint64_t> head = {n, ~uint64_t{n}};
+    allreduce_now(*comm_, head.data(), head.data(), 2, BAGUA_UINT64, BAGUA_MAX);
+    if (head[0] != ~head[1])
+      fail(BAGUA_ERR_INVALID_USAGE, "ranks registered different numbers of tensors ({} to {}; this rank {})", ~head[1],
+           head[0], n);
+  }
+  std::vector<uint64_t> both(2 * mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) both[i] = mine[i], both[mine.size() + i] = ~mine[i];
+  allreduce_now(*comm_, both.data(), both.data(), both.size(), BAGUA_UINT64, BAGUA_MAX);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t count_hi = both[1 + 2 * i], count_lo = ~both[mine.size() + 1 + 2 * i];
+    uint64_t dtype_hi = both[2 + 2 * i], dtype_lo = ~both[mine.size() + 2 + 2 * i];
+    if (count_hi != count_lo || dtype_hi != dtype_lo)
+      fail(BAGUA_ERR_INVALID_USAGE,
+           "tensor {} differs across ranks: counts {} to {}, dtypes {} to {} (this rank: {} x {}); every rank must "
+           "register the same layout",
+           i, count_lo, count_hi, datatype_name(static_cast<bagua_datatype_t>(dtype_lo)),
+           datatype_name(static_cast<bagua_datatype_t>(dtype_hi)), specs[i].count, datatype_name(specs[i].dtype));
+  }
+
+  std::vector<TensorSpec> laid = specs;
+  assign_state_offsets(laid);
+  std::vector<Tensor> made(n);
+  std::map<bagua_datatype_t, size_t> elements;
+  for (size_t i = 0; i < n; ++i) {
+    made[i].data = tensors[i];
+    made[i].spec = laid[i];
+    made[i].bytes = laid[i].count * datatype_size(laid[i].dtype);
+    elements[laid[i].dtype] += laid[i].count;
+  }
+  const bool compressed = config_.algorithm == BAGUA_BUCKET_QUANTIZED || config_.algorithm == BAGUA_BUCKET_ONEBIT ||
+                          config_.algorithm == BAGUA_BUCKET_QADAM;
+  if (compressed && config_.compression.error_feedback)
+    for (auto& [dtype, count] : elements) error_[dtype].assign(count, 0.0f);
+  if (config_.algorithm == BAGUA_BUCKET_QADAM) momentum_.assign(elements[BAGUA_FLOAT32], 0.0f);
+  if (config_.algorithm == BAGUA_BUCKET_DECENTRALIZED) {
+    topology_ = Topology::builtin(comm_->size(), config_.topology);
+  }
+  if (config_.algorithm == BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED) {
+    const size_t count = elements[BAGUA_FLOAT32];
+    replica_self_.resize(count);
+    for (const Tensor& t : made)
+      std::memcpy(replica_self_.data() + t.spec.state_offset, t.data, t.bytes);
+    if (config_.compression.error_feedback) replica_error_.assign(count, 0.0f);
+    LpdecSlice all;
+    all.count = count;
+    all.self = replica_self_.data();
+    for (int peer : lpdec_neighbours(*comm_)) {
+      replica_neighbours_[peer].resize(count);
+      all.neighbours[peer] = replica_neighbours_[peer].data();
+    }
+    lpdec_exchange_initial(*comm_, all);
+  }
+
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tensors_ = std::move(made);
+  }
+  const size_t largest = std::max<size_t>(total_bytes_of_largest_dtype(laid), 1);
+  const bool try_hierarchy = config_.hierarchical == BAGUA_HIERARCHICAL_AUTO && hierarchy_applies();
+  if (config_.autotune && (largest > kMinTunedBucket || try_hierarchy)) {
+    size_t max_bytes = std::min(kMaxTunedBucket, std::max(kMinTunedBucket, largest));
+    // Round the largest up: a bucket that holds everything is a candidate.
+    size_t top = floor_power_of_two(max_bytes);
+    if (top < max_bytes && top < kMaxTunedBucket) top *= 2;
+    tuner_ = std::make_unique<BucketTuner>(bucket_bytes_, kMinTunedBucket, top, try_hierarchy, try_hierarchy);
+    tuning_active_ = true;
+    if (try_hierarchy) hierarchy_ = Hierarchy::kHierarchical;
+  }
+  apply_layout(bucket_bytes_, hierarchy_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  registered_ = true;
+}
+
+void BucketScheduler::apply_layout(size_t bucket_bytes, Hierarchy hierarchy) {
+  bucket_bytes_ = bucket_bytes;
+  hierarchy_ = hierarchy;
+  std::vector<TensorSpec> specs;
+  for (const Tensor& t : tensors_) specs.push_back(t.spec);
+  std::vector<BucketSpec> plan = plan_buckets(specs, bucket_bytes_);
+  std::vector<Bucket> buckets(plan.size());
+  const Codec c = config_.weight_algorithm() || config_.algorithm == BAGUA_BUCKET_ALLREDUCE ? Codec() : codec();
+  for (size_t k = 0; k < plan.size(); ++k) {
+    Bucket& b = buckets[k];
+    b.spec = std::move(plan[k]);
+    uint8_t* expect = static_cast<uint8_t*>(tensors_[b.spec.tensors.front()].data);
+    bool adjacent = true;
+    for (int t : b.spec.tensors) {
+      adjacent = adjacent && tensors_[t].data == expect;
+      expect += tensors_[t].bytes;
+    }
+    if (adjacent)
+      b.in_place = static_cast<uint8_t*>(tensors_[b.spec.tensors.front()].data);
+    else
+      b.flat.resize(b.spec.count * datatype_size(b.spec.dtype));
+    auto err = error_.find(b.spec.dtype);
+    if (err != error_.end())
+      b.qstate = std::make_unique<QuantizedState>(*comm_, b.spec.count, b.spec.dtype, c,
+                                                  err->second.data() + b.spec.state_offset, steps_);
+  }
+  buckets_ = std::move(buckets);
+  if (config_.algorithm == BAGUA_BUCKET_DECENTRALIZED) {
+    const bool hier = hierarchy_ == Hierarchy::kHierarchical;
+    topology_ = Topology::builtin(hier ? comm_->nhosts() : comm_->size(), config_.topology);
+    topology_.hierarchical = hier;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  info_.bucket_bytes = bucket_bytes_;
+  info_.buckets = static_cast<int>(buckets_.size());
+  info_.hierarchical = hierarchy_ == Hierarchy::kHierarchical;
+}
+
+void BucketScheduler::check_tensor(int tensor, const char* what) const {
+  if (!registered_) fail(BAGUA_ERR_INVALID_USAGE, "{} before bagua_scheduler_register", what);
+  if (tensor < 0 || tensor >= static_cast<int>(tensors_.size()))
+    fail(BAGUA_ERR_INVALID_USAGE, "{}: tensor {} is not registered (tensors 0 to {})", what, tensor,
+         static_cast<int>(tensors_.size()) - 1);
+}
+
+void BucketScheduler::throw_failure() const {
+  throw Error(failure_status_, fmt::format("the scheduler failed: {}", failure_message_));
+}
+
+void BucketScheduler::mark_ready(int tensor) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) throw_failure();
+    check_tensor(tensor, "mark_ready");
+    if (skipped_) fail(BAGUA_ERR_INVALID_USAGE, "mark_ready: this step was skipped; wait ends it");
+    Tensor& t = tensors_[tensor];
+    if (t.mark != Mark::kNone)
+      fail(BAGUA_ERR_INVALID_USAGE, "tensor {} was already marked {} in this step", tensor,
+           t.mark == Mark::kReady ? "ready" : "unused");
+    t.mark = Mark::kReady;
+    step_open_ = true;
+  }
+  wake_.notify_all();
+}
+
+void BucketScheduler::mark_unused(int tensor) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) throw_failure();
+    check_tensor(tensor, "mark_unused");
+    if (config_.weight_algorithm())
+      fail(BAGUA_ERR_INVALID_USAGE, "mark_unused: the decentralized algorithms average weights, which always exist");
+    if (skipped_) fail(BAGUA_ERR_INVALID_USAGE, "mark_unused: this step was skipped; wait ends it");
+    Tensor& t = tensors_[tensor];
+    if (t.mark != Mark::kNone)
+      fail(BAGUA_ERR_INVALID_USAGE, "tensor {} was already marked {} in this step", tensor,
+           t.mark == Mark::kReady ? "ready" : "unused");
+    t.mark = Mark::kUnused;
+    step_open_ = true;
+  }
+  wake_.notify_all();
+}
+
+void BucketScheduler::skip_step() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_) throw_failure();
+  if (!registered_) fail(BAGUA_ERR_INVALID_USAGE, "skip_step before bagua_scheduler_register");
+  if (step_open_) fail(BAGUA_ERR_INVALID_USAGE, "skip_step after tensors of this step were marked");
+  skipped_ = true;
+}
+
+bool BucketScheduler::step_in_flight() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return step_open_ && !failed_;
+}
+
+bool BucketScheduler::failed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failed_;
+}
+
+void BucketScheduler::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (failed_) throw_failure();
+  if (!registered_) fail(BAGUA_ERR_INVALID_USAGE, "wait before bagua_scheduler_register");
+  auto finish = [&] {  // the step is over: the next one starts clean
+    for (Tensor& t : tensors_) t.mark = Mark::kNone;
+    step_open_ = skipped_ = false;
+    done_generation_ = ++generation_;
+  };
+  if (skipped_) {
+    finish();
+    last_wait_valid_ = false;  // the next step's time would include the skipped one's compute
+    return;
+  }
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    if (tensors_[i].mark == Mark::kNone)
+      fail(BAGUA_ERR_INVALID_USAGE,
+           "wait: tensor {} was neither marked ready nor unused in this step (mark every tensor, or skip the step)",
+           i);
+  // Bounded: every operation of the step gives up after the timeout; past that, abort the communicator.
+  const auto limit = std::chrono::milliseconds(static_cast<int64_t>(comm_->config().timeout_ms) *
+                                               static_cast<int64_t>(info_.buckets + 2));
+  if (!done_.wait_for(lock, limit, [&] { return done_generation_ > generation_ || failed_; })) {
+    comm_->abort();
+    if (!done_.wait_for(lock, std::chrono::seconds(5), [&] { return done_generation_ > generation_ || failed_; })) {
+      failed_ = true;
+      failure_status_ = BAGUA_ERR_TIMEOUT;
+      failure_message_ = "the step did not finish within the timeout of each of its buckets";
+    }
+  }
+  if (failed_) throw_failure();
+  for (Tensor& t : tensors_) t.mark = Mark::kNone;
+  step_open_ = false;
+  ++generation_;
+  auto now = std::chrono::steady_clock::now();
+  if (last_wait_valid_) {
+    info_.step_ms = std::chrono::duration<double, std::milli>(now - last_wait_).count();
+    if (tuner_ && comm_->rank() == 0) tuner_->record(info_.step_ms / 1e3);
+  }
+  last_wait_ = now;
+  last_wait_valid_ = true;
+}
+
+void BucketScheduler::set_bucket_bytes(size_t bytes) {
+  if (bytes == 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "bucket_bytes must be positive");
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_) throw_failure();
+  if (step_open_) fail(BAGUA_ERR_INVALID_USAGE, "set_bucket_bytes during a step: call it between wait and the next mark");
+  pending_bucket_bytes_ = bytes;
+}
+
+SchedulerInfo BucketScheduler::info() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return info_;
+}
+
+void BucketScheduler::residual(int tensor, float* out, size_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_tensor(tensor, "residual");
+  const Tensor& t = tensors_[tensor];
+  if (count != t.spec.count)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "count {} differs from tensor {}'s {}", count, tensor, t.spec.count);
+  if (step_open_ && !failed_) fail(BAGUA_ERR_INVALID_USAGE, "residual during a step: call it after wait");
+  auto err = error_.find(t.spec.dtype);
+  if (err == error_.end()) {
+    std::fill(out, out + count, 0.0f);
+    return;
+  }
+  std::memcpy(out, err->second.data() + t.spec.state_offset, count * sizeof(float));
+}
+
+// ---- the scheduler's thread ----
+
+void BucketScheduler::run() {
+  set_log_rank(comm_->rank());
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return quit_ || (step_open_ && done_generation_ == generation_); });
+      if (quit_) return;
+    }
+    try {
+      run_step();
+    } catch (const Error& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failed_ = true;
+      failure_status_ = e.status();
+      failure_message_ = e.what();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      failed_ = true;
+      failure_status_ = BAGUA_ERR_INTERNAL;
+      failure_message_ = fmt::format("internal error: {}", e.what());
+    }
+    bool stop;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop = failed_;
+    }
+    done_.notify_all();
+    if (stop) return;
+  }
+}
+
+bool BucketScheduler::bucket_ready(const Bucket& b) const {
+  for (int t : b.spec.tensors)
+    if (tensors_[t].mark == Mark::kNone) return false;
+  return true;
+}
+
+void BucketScheduler::decide_if_due() {
+  size_t forced;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forced = pending_bucket_bytes_;
+    pending_bucket_bytes_ = 0;
+  }
+  if (forced != 0) {  // every rank calls it between the same steps
+    tuning_active_ = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      info_.tuning = false;
+    }
+    if (forced != bucket_bytes_) apply_layout(forced, hierarchy_);
+    return;
+  }
+  if (!tuning_active_ || steps_ != next_decision_step_) return;
+  // Rank 0's decision, broadcast: bytes, hierarchical, window, tuning, settled, step time (ns).
+  uint64_t message[6] = {};
+  if (comm_->rank() == 0) {
+    TuneDecision d;
+    double step_ms;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      d = tuner_->decide();
+      step_ms = info_.step_ms;
+    }
+    message[0] = d.choice.bucket_bytes;
+    message[1] = d.choice.hierarchical;
+    message[2] = static_cast<uint64_t>(d.window_steps);
+    message[3] = d.tuning;
+    message[4] = d.settled;
+    message[5] = static_cast<uint64_t>(step_ms * 1e6);
+  }
+  CollectiveArgs args = args_of(Collective::kBroadcast, message, message, 6, BAGUA_UINT64, BAGUA_SUM, 0);
+  auto op = make_collective(*comm_, args, ", scheduler decision");
+  run_to_completion(*comm_, *op);
+  const Hierarchy h = hierarchy_applies() && config_.hierarchical == BAGUA_HIERARCHICAL_AUTO
+                          ? (message[1] ? Hierarchy::kHierarchical : Hierarchy::kFlat)
+                          : hierarchy_;
+  const bool changed = message[0] != bucket_bytes_ || h != hierarchy_;
+  if (changed) apply_layout(message[0], h);
+  next_decision_step_ = steps_ + std::max<uint64_t>(1, message[2]);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    info_.decisions++;
+    info_.tuning = message[3] != 0;
+    info_.settled = message[4] != 0;
+    if (comm_->rank() != 0) info_.step_ms = message[5] / 1e6;
+  }
+  if (message[4]) {
+    tuning_active_ = false;
+    BAGUA_INFO("bucket scheduler settled at step {}: {} buckets of at most {} bytes, {} (last step {:.3f} ms)", steps_,
+               buckets_.size(), bucket_bytes_, hierarchy_ == Hierarchy::kHierarchical ? "hierarchical" : "flat",
+               message[5] / 1e6);
+  } else if (changed) {
+    BAGUA_INFO("bucket scheduler step {}: trying buckets of {} bytes, {}", steps_, bucket_bytes_,
+               hierarchy_ == Hierarchy::kHierarchical ? "hierarchical" : "flat");
+  }
+}
+
+void BucketScheduler::run_step() {
+  decide_if_due();
+  for (Bucket& b : buckets_) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return quit_ || bucket_ready(b); });
+      if (quit_) fail(BAGUA_ERR_ABORTED, "the scheduler was destroyed during a step");
+    }
+    run_bucket(b);
+  }
+  ++steps_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  info_.steps = steps_;
+  done_generation_ = generation_ + 1;
+}
+
+void BucketScheduler::allreduce_bucket(void* data, size_t count, bagua_datatype_t dtype, bagua_redop_t op) {
+  CollectiveArgs args = args_of(Collective::kAllreduce, data, data, count, dtype, op);
+  args.algorithm = allreduce_algorithm();
+  auto operation = make_collective(*comm_, args, ", bucket");
+  run_to_completion(*comm_, *operation);
+}
+
+void BucketScheduler::quantized_bucket(Bucket& b, void* data, bagua_redop_t op) {
+  auto operation = build_quantized_allreduce(*comm_, QuantizedArgs{data, data, b.spec.count, b.spec.dtype, op},
+                                             codec(), b.qstate.get());
+  run_to_completion(*comm_, *operation);
+}
+
+void BucketScheduler::run_bucket(Bucket& b) {
+  if (b.spec.count == 0) return;  // zero-size tensors only: nothing to send, on every rank alike
+  uint8_t* data = b.in_place ? b.in_place : b.flat.data();
+  // Gather (unused tensors count as zeros).
+  {
+    size_t offset = 0;
+    for (int i : b.spec.tensors) {
+      const Tensor& t = tensors_[i];
+      if (t.mark == Mark::kUnused)
+        std::memset(data + offset, 0, t.bytes);
+      else if (!b.in_place && t.bytes)
+        std::memcpy(data + offset, t.data, t.bytes);
+      offset += t.bytes;
+    }
+  }
+  switch (config_.algorithm) {
+    case BAGUA_BUCKET_ALLREDUCE:
+      allreduce_bucket(data, b.spec.count, b.spec.dtype, config_.op);
+      break;
+    case BAGUA_BUCKET_QUANTIZED:
+    case BAGUA_BUCKET_ONEBIT:
+      quantized_bucket(b, data, config_.op);
+      break;
+    case BAGUA_BUCKET_QADAM: {
+      float* g = reinterpret_cast<float*>(data);
+      float* m = momentum_.data() + b.spec.state_offset;
+      const float beta = config_.beta1, rest = 1 - config_.beta1;
+      if (steps_ < static_cast<uint64_t>(config_.warmup_steps)) {
+        // Warm-up: exact gradient averages; the momentum follows them so that the switch is seamless.
+        allreduce_bucket(g, b.spec.count, BAGUA_FLOAT32, BAGUA_AVG);
+        for (size_t i = 0; i < b.spec.count; ++i) m[i] = beta * m[i] + rest * g[i];
+      } else {
+        for (size_t i = 0; i < b.spec.count; ++i) m[i] = beta * m[i] + rest * g[i];
+        auto operation = build_quantized_allreduce(
+            *comm_, QuantizedArgs{m, m, b.spec.count, BAGUA_FLOAT32, BAGUA_AVG}, codec(), b.qstate.get());
+        run_to_completion(*comm_, *operation);
+        std::memcpy(g, m, b.spec.count * sizeof(float));
+      }
+      break;
+    }
+    case BAGUA_BUCKET_DECENTRALIZED: {
+      auto operation =
+          build_neighbor_allreduce(*comm_, topology_, NeighborArgs{data, data, b.spec.count, b.spec.dtype, steps_});
+      run_to_completion(*comm_, *operation);
+      break;
+    }
+    case BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED: {
+      LpdecSlice slice;
+      slice.count = b.spec.count;
+      slice.self = replica_self_.data() + b.spec.state_offset;
+      for (auto& [peer, replica] : replica_neighbours_) slice.neighbours[peer] = replica.data() + b.spec.state_offset;
+      slice.error = replica_error_.empty() ? nullptr : replica_error_.data() + b.spec.state_offset;
+      slice.index_base = b.spec.state_offset;
+      lpdec_step(*comm_, codec(), slice, steps_, reinterpret_cast<float*>(data));
+      break;
+    }
+  }
+  if (b.in_place) return;
+  size_t offset = 0;
+  for (int i : b.spec.tensors) {
+    const Tensor& t = tensors_[i];
+    if (t.bytes) std::memcpy(t.data, data + offset, t.bytes);
+    offset += t.bytes;
+  }
+}
+
+}  // namespace bagua

@@ -1,0 +1,142 @@
+// The bucket scheduler (bagua_scheduler_t): BAGUA's execution optimizer as a library object. The caller's thread
+// registers tensors and marks them ready; the scheduler's own thread, on its own split of the communicator,
+// runs each bucket once all its tensors are marked, in bucket order on every rank, and the caller's wait
+// returns when the step's buckets are done. Per-tensor state (error-feedback residuals, QAdam momentum,
+// low-precision replicas) lives in arrays indexed by tensor element, so a new bucket size carries it over.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/gossip/topology.h"
+#include "algorithms/quantized/codec.h"
+#include "algorithms/quantized/quantized_allreduce.h"
+#include "algorithms/scheduler/bucket_plan.h"
+#include "core/comm.h"
+
+namespace bagua {
+
+struct SchedulerConfig {
+  bagua_bucket_algorithm_t algorithm = BAGUA_BUCKET_ALLREDUCE;
+  bagua_redop_t op = BAGUA_AVG;
+  bagua_compression_t compression{};  // its hierarchical field is the scheduler's to set
+  size_t bucket_bytes = 4 << 20;
+  bool autotune = true;
+  bagua_hierarchical_t hierarchical = BAGUA_HIERARCHICAL_AUTO;
+  bagua_topology_kind_t topology = BAGUA_TOPO_ONE_PEER_EXPONENTIAL;
+  int warmup_steps = 100;
+  float beta1 = 0.9f;
+
+  bool weight_algorithm() const {
+    return algorithm == BAGUA_BUCKET_DECENTRALIZED || algorithm == BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED;
+  }
+};
+
+struct SchedulerInfo {
+  uint64_t steps = 0;
+  uint64_t bucket_bytes = 0;
+  int buckets = 0;
+  bool hierarchical = false;
+  bool tuning = false;
+  bool settled = false;
+  uint64_t decisions = 0;
+  double step_ms = 0;
+};
+
+class BucketScheduler {
+ public:
+  // comm: the scheduler's own communicator (a split of the caller's); config already checked.
+  BucketScheduler(std::unique_ptr<Comm> comm, const SchedulerConfig& config);
+  ~BucketScheduler();
+
+  // Collective, once. Throws INVALID_USAGE naming the first tensor whose count or dtype differs across ranks.
+  void register_tensors(const std::vector<void*>& tensors, const std::vector<TensorSpec>& specs);
+  void mark_ready(int tensor);
+  void mark_unused(int tensor);
+  void skip_step();
+  // Waits for the step; throws its error (and every later call throws it too).
+  void wait();
+  void set_bucket_bytes(size_t bytes);
+  SchedulerInfo info();
+  void residual(int tensor, float* out, size_t count);
+  // Marked but not waited for.
+  bool step_in_flight();
+  bool failed();
+
+ private:
+  enum class Mark : uint8_t { kNone, kReady, kUnused };
+  struct Tensor {
+    void* data = nullptr;
+    size_t bytes = 0;
+    TensorSpec spec;
+    Mark mark = Mark::kNone;
+  };
+  struct Bucket {
+    BucketSpec spec;
+    uint8_t* in_place = nullptr;  // the tensors lie back to back in memory: communicate them where they are
+    std::vector<uint8_t> flat;    // otherwise they are copied here and back
+    std::unique_ptr<QuantizedState> qstate;
+  };
+  enum class Hierarchy { kAuto, kFlat, kHierarchical };
+
+  void run();
+  void run_step();
+  void decide_if_due();
+  void apply_layout(size_t bucket_bytes, Hierarchy hierarchy);
+  void run_bucket(Bucket& b);
+  void allreduce_bucket(void* data, size_t count, bagua_datatype_t dtype, bagua_redop_t op);
+  void quantized_bucket(Bucket& b, void* data, bagua_redop_t op);
+  bool bucket_ready(const Bucket& b) const;
+  void check_tensor(int tensor, const char* what) const;
+  [[noreturn]] void throw_failure() const;
+  bool hierarchy_applies() const;
+  const char* allreduce_algorithm() const;
+  Codec codec() const;
+
+  std::unique_ptr<Comm> comm_;
+  SchedulerConfig config_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;  // the scheduler's thread: marks, quit
+  std::condition_variable done_;  // the caller: step done
+  bool quit_ = false;
+  bool registered_ = false;
+  bool step_open_ = false;        // a mark (or skip) since the last wait
+  bool skipped_ = false;
+  uint64_t generation_ = 0;       // the caller's step, counting skips
+  uint64_t done_generation_ = 0;  // the last step the thread finished
+  bool failed_ = false;
+  bagua_status_t failure_status_ = BAGUA_SUCCESS;
+  std::string failure_message_;
+  std::vector<Tensor> tensors_;
+  size_t pending_bucket_bytes_ = 0;  // set_bucket_bytes, applied at the next step
+
+  // The scheduler's thread (and, before it starts steps, registration).
+  std::vector<Bucket> buckets_;
+  size_t bucket_bytes_ = 0;
+  Hierarchy hierarchy_ = Hierarchy::kAuto;
+  uint64_t steps_ = 0;
+  std::map<bagua_datatype_t, std::vector<float>> error_;  // error feedback, per element (gradient algorithms)
+  std::vector<float> momentum_;                           // QADAM, FLOAT32 tensors
+  std::vector<float> replica_self_, replica_error_;       // LOW_PRECISION_DECENTRALIZED
+  std::map<int, std::vector<float>> replica_neighbours_;
+  Topology topology_;
+
+  // Tuning: rank 0 decides, every rank applies what rank 0 broadcasts at the same step.
+  std::unique_ptr<BucketTuner> tuner_;
+  bool tuning_active_ = false;
+  uint64_t next_decision_step_ = 0;
+  SchedulerInfo info_;
+  std::chrono::steady_clock::time_point last_wait_{};
+  bool last_wait_valid_ = false;
+
+  std::thread thread_;
+};
+
+}  // namespace bagua
