@@ -4,23 +4,22 @@
 //
 //   --algorithm allreduce|bytegrad|qadam|onebit_adam|decentralized|lpdec|async
 //   --optimizer sgd|adam   --lr X   --epochs N   --batch B (global, split across ranks)   --hidden H
-//   --bucket-mb M   --no-overlap   --topology ring|onepeer   --warmup S (qadam, onebit_adam)   --seed S
-//   --staleness K (async: at most K local steps per averaging round, default 4)
+//   --features D   --train-samples N   --bucket-mb M   --autotune   --no-overlap   --topology ring|onepeer
+//   --warmup S (qadam, onebit_adam)   --seed S   --staleness K (async: at most K local steps per averaging round)
 //
-// Gradient algorithms (allreduce, bytegrad, and qadam/onebit_adam on momentum) cut the flat gradient into
-// buckets from the end (the last layer's gradients exist first) and hand each to a communication thread as
-// soon as backward has produced it; --no-overlap runs the same buckets inline. The weight algorithms
-// (decentralized, lpdec, async) step locally and average weights.
+// Every algorithm but async runs through the library's bucket scheduler (bagua_scheduler_*): the parameters are
+// registered as four tensors in the order backward produces their gradients (layer 2, then layer 1), and each is
+// marked ready from the backward pass as soon as it exists, so communication overlaps the rest of backward;
+// --no-overlap marks them all after backward. Buckets are --bucket-mb, or tuned online with --autotune.
+// Gradient algorithms (allreduce, bytegrad, qadam, onebit_adam) register the gradients; the weight algorithms
+// (decentralized, lpdec) register the weights after the local step. async averages weights on its own thread.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -43,7 +42,7 @@ struct Options {
   int epochs = 8, batch = 256, hidden = 256, features = 32, classes = 8, warmup = 40, staleness = 4;
   int train_samples = 16384, test_samples = 4096;
   double bucket_mb = 0.01;
-  bool overlap = true;
+  bool overlap = true, autotune = false;
   uint64_t seed = 1;
 };
 
@@ -191,65 +190,6 @@ struct Mlp {
   }
 };
 
-// A bucket of the flat gradient (or momentum) vector, and the state its compressed forms need.
-struct Bucket {
-  size_t begin, end;
-  bagua_qstate_t qstate = nullptr;
-};
-
-// Runs bucket jobs on a communication thread, in submission order (or inline with overlap off).
-class CommThread {
- public:
-  explicit CommThread(bool overlap) : overlap_(overlap) {
-    if (overlap_) thread_ = std::thread([this] { loop(); });
-  }
-  ~CommThread() {
-    if (!overlap_) return;
-    {
-      std::lock_guard<std::mutex> g(m_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void submit(std::function<void()> job) {
-    if (!overlap_) return job();
-    std::lock_guard<std::mutex> g(m_);
-    jobs_.push_back(std::move(job));
-    ++pending_;
-    cv_.notify_all();
-  }
-  void drain() {
-    if (!overlap_) return;
-    std::unique_lock<std::mutex> g(m_);
-    done_cv_.wait(g, [this] { return pending_ == 0; });
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> g(m_);
-        cv_.wait(g, [this] { return quit_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-      std::lock_guard<std::mutex> g(m_);
-      if (--pending_ == 0) done_cv_.notify_all();
-    }
-  }
-  bool overlap_;
-  std::thread thread_;
-  std::mutex m_;
-  std::condition_variable cv_, done_cv_;
-  std::deque<std::function<void()>> jobs_;
-  int pending_ = 0;
-  bool quit_ = false;
-};
-
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -283,6 +223,12 @@ Options parse(int argc, char** argv) {
       o.bucket_mb = std::stod(value());
     else if (a == "--no-overlap")
       o.overlap = false;
+    else if (a == "--autotune")
+      o.autotune = true;
+    else if (a == "--features")
+      o.features = std::stoi(value());
+    else if (a == "--train-samples")
+      o.train_samples = std::stoi(value());
     else if (a == "--seed")
       o.seed = std::stoull(value());
     else {
@@ -335,33 +281,40 @@ int main(int argc, char** argv) {
                 test = make_data(o, o.test_samples, o.seed * 31 + 2);
   Mlp model(o.features, o.hidden, o.classes, o.seed * 77);
   const size_t p = model.size();
-  std::vector<float> grad(p), momentum(p, 0.0f), variance(p, 0.0f), shared(p);
+  std::vector<float> grad(p), momentum(p, 0.0f), variance(p, 0.0f);
 
-  // Buckets over the flat vector, from the end (layer 2 first).
-  std::vector<Bucket> buckets;
-  size_t per_bucket = std::max<size_t>(1, static_cast<size_t>(o.bucket_mb * (1 << 20) / 4));
-  for (size_t end = p; end > 0;) {
-    size_t begin = end > per_bucket ? end - per_bucket : 0;
-    buckets.push_back({begin, end});
-    end = begin;
-  }
   const bool gradient_algo =
       o.algorithm == "allreduce" || o.algorithm == "bytegrad" || o.algorithm == "qadam" || o.algorithm == "onebit_adam";
-  bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
-  cfg.chunk = 256;
-  if (o.algorithm == "onebit_adam") cfg.kind = BAGUA_COMPRESS_SIGN, cfg.error_feedback = 1;
-  for (Bucket& b : buckets)
-    if (o.algorithm == "bytegrad" || o.algorithm == "qadam" || o.algorithm == "onebit_adam")
-      CHECK(bagua_qstate_create(comm, b.end - b.begin, BAGUA_FLOAT32, &cfg, &b.qstate));
+  const bool adam_momentum = o.algorithm == "qadam" || o.algorithm == "onebit_adam";
 
-  bagua_topology_t topo = nullptr;
-  if (o.algorithm == "decentralized")
-    CHECK(bagua_topology_create(comm, o.topology == "ring" ? BAGUA_TOPO_RING : BAGUA_TOPO_ONE_PEER_EXPONENTIAL, &topo));
-  bagua_lpdec_t lpdec = nullptr;
-  if (o.algorithm == "lpdec") {
-    bagua_compression_t lcfg = BAGUA_COMPRESSION_INITIALIZER;
-    lcfg.chunk = 256;
-    CHECK(bagua_lpdec_create(comm, p, &lcfg, model.w.data(), &lpdec));
+  // The bucket scheduler, for every algorithm but async. Tensors in the order backward produces them:
+  // W2, b2 (layer 2), then W1, b1. Gradient algorithms register the gradients, weight algorithms the weights.
+  bagua_scheduler_t sched = nullptr;
+  float* const base = gradient_algo ? grad.data() : model.w.data();
+  const size_t offsets[4] = {model.w2(), model.b2(), model.w1(), model.b1()};
+  const size_t counts[4] = {static_cast<size_t>(o.classes) * o.hidden, static_cast<size_t>(o.classes),
+                            static_cast<size_t>(o.hidden) * o.features, static_cast<size_t>(o.hidden)};
+  if (o.algorithm != "async") {
+    bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+    cfg.chunk = 256;
+    if (o.algorithm == "onebit_adam") cfg.kind = BAGUA_COMPRESS_SIGN, cfg.error_feedback = 1;
+    bagua_scheduler_config_t sc = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
+    sc.algorithm = o.algorithm == "allreduce"       ? BAGUA_BUCKET_ALLREDUCE
+                   : o.algorithm == "bytegrad"      ? BAGUA_BUCKET_QUANTIZED
+                   : adam_momentum                  ? BAGUA_BUCKET_QADAM
+                   : o.algorithm == "decentralized" ? BAGUA_BUCKET_DECENTRALIZED
+                                                    : BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED;
+    sc.compression = &cfg;
+    sc.bucket_bytes = static_cast<size_t>(o.bucket_mb * (1 << 20));
+    sc.autotune = o.autotune ? 1 : 0;
+    sc.topology = o.topology == "ring" ? BAGUA_TOPO_RING : BAGUA_TOPO_ONE_PEER_EXPONENTIAL;
+    sc.warmup_steps = o.warmup;
+    sc.beta1 = 0.9f;
+    CHECK(bagua_scheduler_create(comm, &sc, &sched));
+    void* tensors[4];
+    bagua_datatype_t dtypes[4];
+    for (int t = 0; t < 4; ++t) tensors[t] = base + offsets[t], dtypes[t] = BAGUA_FLOAT32;
+    CHECK(bagua_scheduler_register(sched, 4, tensors, counts, dtypes));
   }
   bagua_async_average_t async = nullptr;
   if (o.algorithm == "async") CHECK(bagua_async_average_start(comm, model.w.data(), p, BAGUA_FLOAT32, 0, &async));
@@ -372,47 +325,38 @@ int main(int argc, char** argv) {
   uint64_t step = 0;
   double final_loss = 0, final_acc = 0, total_step_s = 0;
   uint64_t total_bytes = 0, total_steps = 0;
+  bagua_scheduler_info_t info;
+  info.size = sizeof info;
   if (rank == 0)
-    std::printf("# bagua_trainer: %s, %s, %d ranks, %zu parameters, %zu buckets, overlap %s\n", o.algorithm.c_str(),
-                o.optimizer.c_str(), n, p, buckets.size(), o.overlap ? "on" : "off");
-  CommThread comm_thread(o.overlap && gradient_algo);
+    std::printf("# bagua_trainer: %s, %s, %d ranks, %zu parameters, bucket %s, overlap %s\n", o.algorithm.c_str(),
+                o.optimizer.c_str(), n, p, o.autotune ? "tuned" : "fixed", o.overlap ? "on" : "off");
   std::mt19937_64 shuffle_rng(o.seed * 13);
+  auto sent_bytes = [&]() -> uint64_t {
+    if (sched) {
+      CHECK(bagua_scheduler_get_info(sched, &info));
+      return info.bytes_sent;
+    }
+    bagua_stats_t stats;
+    stats.size = sizeof(stats);
+    CHECK(bagua_comm_get_stats(comm, &stats));
+    return stats.bytes_sent;
+  };
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     std::vector<int> order(train.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
     std::shuffle(order.begin(), order.end(), shuffle_rng);  // same on every rank (same seed)
     double loss_sum = 0;
-    bagua_stats_t before;
-    before.size = sizeof(before);
-    CHECK(bagua_comm_get_stats(comm, &before));
+    const uint64_t sent_before = sent_bytes();
     auto t0 = std::chrono::steady_clock::now();
     for (int s = 0; s < steps_per_epoch; ++s, ++step) {
       // This rank's slice of global batch s.
       size_t begin = static_cast<size_t>(s) * o.batch + static_cast<size_t>(rank) * local_batch;
-      const bool compressed_momentum =
-          (o.algorithm == "qadam" || o.algorithm == "onebit_adam") && step >= static_cast<uint64_t>(o.warmup);
-      // Each bucket's job once backward has produced it: average the gradient, or (after warm-up) update and
-      // average the momentum.
-      auto bucket_job = [&](Bucket& b) {
-        size_t len = b.end - b.begin;
-        if (compressed_momentum) {
-          for (size_t i = b.begin; i < b.end; ++i) momentum[i] = beta1 * momentum[i] + (1 - beta1) * grad[i];
-          CHECK(bagua_quantized_allreduce(&momentum[b.begin], &momentum[b.begin], len, BAGUA_FLOAT32, BAGUA_AVG, &cfg,
-                                          b.qstate, comm, nullptr));
-        } else if (o.algorithm == "bytegrad") {
-          CHECK(bagua_quantized_allreduce(&grad[b.begin], &grad[b.begin], len, BAGUA_FLOAT32, BAGUA_AVG, &cfg, b.qstate,
-                                          comm, nullptr));
-        } else {
-          CHECK(bagua_allreduce(&grad[b.begin], &grad[b.begin], len, BAGUA_FLOAT32, BAGUA_AVG, comm, nullptr));
-        }
-      };
-      size_t next_bucket = 0;
-      auto layer_done = [&](size_t ready_from) {  // hand over every bucket now complete
-        if (!gradient_algo) return;
-        while (next_bucket < buckets.size() && buckets[next_bucket].begin >= ready_from) {
-          Bucket* b = &buckets[next_bucket++];
-          comm_thread.submit([&, b] { bucket_job(*b); });
-        }
+      const bool compressed_momentum = adam_momentum && step >= static_cast<uint64_t>(o.warmup);
+      // Backward hands over each layer's gradients as soon as they are complete (layer 2 is tensors 0 and 1).
+      auto layer_done = [&](size_t ready_from) {
+        if (!gradient_algo || !o.overlap) return;
+        for (int t : ready_from == 0 ? std::vector<int>{2, 3} : std::vector<int>{0, 1})
+          CHECK(bagua_scheduler_mark_ready(sched, t, nullptr));
       };
       if (async) {  // compute on a snapshot; hold the lock only to copy and to update
         CHECK(bagua_async_average_lock(async));
@@ -423,8 +367,12 @@ int main(int argc, char** argv) {
       } else {
         loss_sum += model.forward_backward(train, order, begin, begin + local_batch, &grad, layer_done);
       }
-      comm_thread.drain();
-      // Optimizer step.
+      if (gradient_algo) {
+        if (!o.overlap)
+          for (int t = 0; t < 4; ++t) CHECK(bagua_scheduler_mark_ready(sched, t, nullptr));
+        CHECK(bagua_scheduler_wait(sched, nullptr));
+      }
+      // Optimizer step. After QAdam's warm-up the scheduler hands back the averaged momentum in grad.
       if (o.optimizer == "sgd") {
         for (size_t i = 0; i < p; ++i) {
           momentum[i] = 0.9f * momentum[i] + grad[i];
@@ -434,7 +382,10 @@ int main(int argc, char** argv) {
         const bool frozen = compressed_momentum;  // QAdam / 1-bit Adam: variance frozen after warm-up
         const float t = static_cast<float>(step + 1);
         for (size_t i = 0; i < p; ++i) {
-          if (!compressed_momentum) momentum[i] = beta1 * momentum[i] + (1 - beta1) * grad[i];
+          if (compressed_momentum)
+            momentum[i] = grad[i];
+          else
+            momentum[i] = beta1 * momentum[i] + (1 - beta1) * grad[i];
           if (!frozen) variance[i] = beta2 * variance[i] + (1 - beta2) * grad[i] * grad[i];
           float mhat = momentum[i] / (1 - std::pow(beta1, t));
           float vhat = variance[i] / (1 - std::pow(beta2, frozen ? static_cast<float>(o.warmup) : t));
@@ -457,15 +408,13 @@ int main(int argc, char** argv) {
           CHECK(bagua_async_average_stats(async, &rounds));
         }
       }
-      if (topo)
-        CHECK(bagua_neighbor_allreduce(model.w.data(), model.w.data(), p, BAGUA_FLOAT32, topo, step, comm, nullptr));
-      if (lpdec) CHECK(bagua_lpdec_step(lpdec, model.w.data()));
+      if (!gradient_algo && sched) {  // weight algorithms: average the updated weights
+        for (int t = 0; t < 4; ++t) CHECK(bagua_scheduler_mark_ready(sched, t, nullptr));
+        CHECK(bagua_scheduler_wait(sched, nullptr));
+      }
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    bagua_stats_t after;
-    after.size = sizeof(after);
-    CHECK(bagua_comm_get_stats(comm, &after));
-    uint64_t bytes = after.bytes_sent - before.bytes_sent;
+    uint64_t bytes = sent_bytes() - sent_before;
     // Evaluation: the mean loss, and accuracy on each rank's shard of the held-out set (collectives).
     double loss = loss_sum / steps_per_epoch;
     CHECK(bagua_allreduce(&loss, &loss, 1, BAGUA_FLOAT64, BAGUA_AVG, comm, nullptr));
@@ -503,10 +452,14 @@ int main(int argc, char** argv) {
     CHECK(bagua_allreduce(counts, counts, 2, BAGUA_FLOAT64, BAGUA_SUM, comm, nullptr));
     final_acc = counts[0] / counts[1];
   }
-  if (lpdec) CHECK(bagua_lpdec_destroy(lpdec));
-  if (topo) CHECK(bagua_topology_destroy(topo));
-  for (Bucket& b : buckets)
-    if (b.qstate) CHECK(bagua_qstate_destroy(b.qstate));
+  if (sched) {
+    CHECK(bagua_scheduler_get_info(sched, &info));
+    if (rank == 0 && o.autotune)
+      std::printf("scheduler: %d buckets of at most %llu bytes, %s, %s after %llu decisions\n", info.buckets,
+                  static_cast<unsigned long long>(info.bucket_bytes), info.hierarchical ? "hierarchical" : "flat",
+                  info.settled ? "settled" : "still tuning", static_cast<unsigned long long>(info.decisions));
+    CHECK(bagua_scheduler_destroy(sched));
+  }
   if (rank == 0)
     std::printf(
         "summary algorithm=%s ranks=%d loss=%.6f accuracy=%.4f step_ms=%.3f bytes_per_step=%.0f weights=%016llx\n",

@@ -400,6 +400,7 @@ typedef struct {
   int settled;           /* 1: the tuner's choice has been the same for 5 consecutive decisions */
   uint64_t decisions;    /* tuner decisions so far (every rank applies each at the same step) */
   double step_ms;        /* rank 0's last measured step time (wait to wait), broadcast with the decisions */
+  uint64_t bytes_sent;   /* payload bytes the scheduler's own communicator sent (bagua_stats_t.bytes_sent) */
 } bagua_scheduler_info_t;
 
 typedef struct bagua_scheduler* bagua_scheduler_t;

@@ -66,17 +66,12 @@ void check_scheduler_dtype(const SchedulerConfig& config, bagua_datatype_t dtype
     fail(BAGUA_ERR_INVALID_ARGUMENT, "tensor {}: {} does not take {}", tensor, algorithm, datatype_name(dtype));
   };
   switch (config.algorithm) {
-    case BAGUA_BUCKET_ALLREDUCE:
-      return;
+    case BAGUA_BUCKET_ALLREDUCE: return;
     case BAGUA_BUCKET_QUANTIZED:
-    case BAGUA_BUCKET_ONEBIT:
-      return allowed({BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_BFLOAT16}, "a compressed algorithm");
-    case BAGUA_BUCKET_QADAM:
-      return allowed({BAGUA_FLOAT32}, "QADAM");
-    case BAGUA_BUCKET_DECENTRALIZED:
-      return allowed({BAGUA_FLOAT32, BAGUA_FLOAT64}, "DECENTRALIZED");
-    case BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED:
-      return allowed({BAGUA_FLOAT32}, "LOW_PRECISION_DECENTRALIZED");
+    case BAGUA_BUCKET_ONEBIT: return allowed({BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_BFLOAT16}, "a compressed algorithm");
+    case BAGUA_BUCKET_QADAM: return allowed({BAGUA_FLOAT32}, "QADAM");
+    case BAGUA_BUCKET_DECENTRALIZED: return allowed({BAGUA_FLOAT32, BAGUA_FLOAT64}, "DECENTRALIZED");
+    case BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED: return allowed({BAGUA_FLOAT32}, "LOW_PRECISION_DECENTRALIZED");
   }
 }
 
@@ -182,6 +177,7 @@ bagua_status_t bagua_scheduler_get_info(bagua_scheduler_t sched, bagua_scheduler
     info->settled = i.settled;
     info->decisions = i.decisions;
     info->step_ms = i.step_ms;
+    info->bytes_sent = i.bytes_sent;
   });
 }
 

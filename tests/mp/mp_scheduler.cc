@@ -11,6 +11,7 @@
 //   overlap  with simulated compute (sleeps) between marks, a step takes <= 0.75 x compute + communication
 //   failure  a rank leaves mid-step: the others' wait returns the communicator's error within the timeout
 //   tune     autotuning settles, and every rank used the same bucket size and hierarchy at every step
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,7 +22,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "common/exact_data.h"
@@ -36,17 +36,13 @@ using Clock = std::chrono::steady_clock;
 size_t elem_size(bagua_datatype_t t) {
   switch (t) {
     case BAGUA_INT8:
-    case BAGUA_UINT8:
-      return 1;
+    case BAGUA_UINT8: return 1;
     case BAGUA_FLOAT16:
-    case BAGUA_BFLOAT16:
-      return 2;
+    case BAGUA_BFLOAT16: return 2;
     case BAGUA_INT32:
     case BAGUA_UINT32:
-    case BAGUA_FLOAT32:
-      return 4;
-    default:
-      return 8;
+    case BAGUA_FLOAT32: return 4;
+    default: return 8;
   }
 }
 
@@ -96,12 +92,12 @@ double value_of(int rank, int step, int tensor, size_t i, bagua_datatype_t t) {
 
 void fill(Model& m, int rank, int step) {
   for (int t = 0; t < m.size(); ++t)
-    for (size_t i = 0; i < m.counts[t]; ++i) store_value(m.ptrs[t], i, m.dtypes[t], value_of(rank, step, t, i, m.dtypes[t]));
+    for (size_t i = 0; i < m.counts[t]; ++i)
+      store_value(m.ptrs[t], i, m.dtypes[t], value_of(rank, step, t, i, m.dtypes[t]));
 }
 
 bagua_scheduler_t make_scheduler(bagua_comm_t comm, Model& m, int algorithm, size_t bucket_bytes, int autotune,
-                                 const bagua_compression_t* compression = nullptr, int op = BAGUA_AVG,
-                                 int warmup = 2) {
+                                 const bagua_compression_t* compression = nullptr, int op = BAGUA_AVG, int warmup = 2) {
   bagua_scheduler_config_t cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
   cfg.algorithm = algorithm;
   cfg.op = op;
@@ -167,7 +163,8 @@ int orders(bagua_comm_t comm) {
         } else {  // a local update of the weights
           for (int t = 0; t < m.size(); ++t)
             if (m.dtypes[t] == BAGUA_FLOAT32)
-              for (size_t i = 0; i < m.counts[t]; ++i) m.f32(t)[i] -= 0.125f * static_cast<float>(value_of(g_rank, step, t, i, F));
+              for (size_t i = 0; i < m.counts[t]; ++i)
+                m.f32(t)[i] -= 0.125f * static_cast<float>(value_of(g_rank, step, t, i, F));
         }
         for (int t : mark_order(m.size(), kind, step)) MP_OK(bagua_scheduler_mark_ready(s, t, nullptr));
         MP_OK(bagua_scheduler_wait(s, nullptr));
@@ -180,8 +177,9 @@ int orders(bagua_comm_t comm) {
       MP_CHECK(info.steps == 5 && info.bucket_bytes == (64u << 10) && info.buckets >= 3);
       MP_OK(bagua_scheduler_destroy(s));
     }
-    if (g_rank == 0) std::printf("orders %-14s %016llx %016llx %016llx\n", c.name, (unsigned long long)hashes[0],
-                                 (unsigned long long)hashes[1], (unsigned long long)hashes[2]);
+    if (g_rank == 0)
+      std::printf("orders %-14s %016llx %016llx %016llx\n", c.name, (unsigned long long)hashes[0],
+                  (unsigned long long)hashes[1], (unsigned long long)hashes[2]);
     MP_CHECK(hashes[0] == hashes[1] && hashes[0] == hashes[2]);
   }
   return 0;
@@ -189,9 +187,9 @@ int orders(bagua_comm_t comm) {
 
 // ---- exact ----
 int exact(bagua_comm_t comm) {
-  const std::vector<bagua_datatype_t> dtypes = {BAGUA_FLOAT32, BAGUA_INT32,   BAGUA_FLOAT32, BAGUA_FLOAT64,
-                                                BAGUA_FLOAT16, BAGUA_FLOAT32, BAGUA_INT64,   BAGUA_FLOAT32,
-                                                BAGUA_BFLOAT16, BAGUA_UINT8, BAGUA_FLOAT32};
+  const std::vector<bagua_datatype_t> dtypes = {BAGUA_FLOAT32,  BAGUA_INT32,   BAGUA_FLOAT32, BAGUA_FLOAT64,
+                                                BAGUA_FLOAT16,  BAGUA_FLOAT32, BAGUA_INT64,   BAGUA_FLOAT32,
+                                                BAGUA_BFLOAT16, BAGUA_UINT8,   BAGUA_FLOAT32};
   // Tensor 4 holds 600 KiB (larger than the smallest bucket sizes the tuner tries); tensors 1 and 8 are empty.
   const std::vector<size_t> counts = {1000, 0, 70000, 3000, 300000, 17, 4096, 100000, 0, 333, 50000};
   for (int op : {BAGUA_SUM, BAGUA_AVG}) {
@@ -217,7 +215,8 @@ int exact(bagua_comm_t comm) {
       if (sizes_seen.empty() || sizes_seen.back() != info.bucket_bytes) sizes_seen.push_back(info.bucket_bytes);
     }
     if (g_rank == 0) {
-      std::printf("exact %s: 40 steps equal to bagua_allreduce per tensor; bucket sizes used:", op == BAGUA_SUM ? "sum" : "avg");
+      std::printf("exact %s: 40 steps equal to bagua_allreduce per tensor; bucket sizes used:",
+                  op == BAGUA_SUM ? "sum" : "avg");
       for (uint64_t b : sizes_seen) std::printf(" %llu", (unsigned long long)b);
       std::printf("\n");
     }
@@ -272,7 +271,8 @@ int unused(bagua_comm_t comm) {
     MP_CHECK(after.bytes_sent == before.bytes_sent);
   }
   MP_OK(bagua_scheduler_destroy(s));
-  if (g_rank == 0) std::printf("unused: 6 steps with a tensor left out per rank, each followed by a skipped step: ok\n");
+  if (g_rank == 0)
+    std::printf("unused: 6 steps with a tensor left out per rank, each followed by a skipped step: ok\n");
   return 0;
 }
 
@@ -334,9 +334,10 @@ int resize(bagua_comm_t comm) {
       worst = std::max(worst, std::fabs(out_sum[t][i] + total[i] - in_sum[t][i]));
   }
   if (g_rank == 0)
-    std::printf("resize: error feedback across 64K -> 256K -> 16K buckets: worst |sum out + residuals - sum in| = %.3g "
-                "(bound %.3g)\n",
-                worst, bound);
+    std::printf(
+        "resize: error feedback across 64K -> 256K -> 16K buckets: worst |sum out + residuals - sum in| = %.3g "
+        "(bound %.3g)\n",
+        worst, bound);
   MP_CHECK(worst <= bound);
   MP_OK(bagua_scheduler_destroy(s));
 
@@ -362,14 +363,14 @@ int resize(bagua_comm_t comm) {
 }
 
 // ---- errors ----
-#define EXPECT_STATUS(call, status)                                                                            \
-  do {                                                                                                         \
-    bagua_status_t got_ = (call);                                                                              \
-    if (got_ != (status)) {                                                                                    \
-      std::fprintf(stderr, "%s:%d: %s returned %s, want %s (%s)\n", __FILE__, __LINE__, #call,                 \
-                   bagua_status_string(got_), bagua_status_string(status), bagua_get_last_error(nullptr));      \
-      std::exit(1);                                                                                            \
-    }                                                                                                          \
+#define EXPECT_STATUS(call, status)                                                                        \
+  do {                                                                                                     \
+    bagua_status_t got_ = (call);                                                                          \
+    if (got_ != (status)) {                                                                                \
+      std::fprintf(stderr, "%s:%d: %s returned %s, want %s (%s)\n", __FILE__, __LINE__, #call,             \
+                   bagua_status_string(got_), bagua_status_string(status), bagua_get_last_error(nullptr)); \
+      std::exit(1);                                                                                        \
+    }                                                                                                      \
   } while (0)
 
 int errors(bagua_comm_t comm) {
@@ -427,7 +428,7 @@ int errors(bagua_comm_t comm) {
   EXPECT_STATUS(bagua_scheduler_mark_unused(s, 1), BAGUA_ERR_INVALID_USAGE);
   EXPECT_STATUS(bagua_scheduler_skip_step(s), BAGUA_ERR_INVALID_USAGE);
   EXPECT_STATUS(bagua_scheduler_set_bucket_bytes(s, 1 << 20), BAGUA_ERR_INVALID_USAGE);
-  EXPECT_STATUS(bagua_scheduler_destroy(s), BAGUA_ERR_INVALID_USAGE);  // step in flight: the handle stays
+  EXPECT_STATUS(bagua_scheduler_destroy(s), BAGUA_ERR_INVALID_USAGE);        // step in flight: the handle stays
   EXPECT_STATUS(bagua_scheduler_wait(s, nullptr), BAGUA_ERR_INVALID_USAGE);  // tensors 0, 2, 3 unmarked
   MP_CHECK(std::strstr(bagua_get_last_error(nullptr), "tensor 0 was neither") != nullptr);
   for (int t : {0, 2, 3}) MP_OK(bagua_scheduler_mark_ready(s, t, nullptr));
@@ -499,9 +500,10 @@ int overlap(bagua_comm_t comm) {
   MP_OK(bagua_allreduce(&compute_measured, &compute_measured, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
   const double serial = compute_measured + c, t = median(overlapped);
   if (g_rank == 0)
-    std::printf("overlap: communication %.2f ms, compute %.2f ms, one after the other %.2f ms, overlapped %.2f ms "
-                "(%.2fx of serial; bound 0.75x)\n",
-                1e3 * c, 1e3 * compute_measured, 1e3 * serial, 1e3 * t, t / serial);
+    std::printf(
+        "overlap: communication %.2f ms, compute %.2f ms, one after the other %.2f ms, overlapped %.2f ms "
+        "(%.2fx of serial; bound 0.75x)\n",
+        1e3 * c, 1e3 * compute_measured, 1e3 * serial, 1e3 * t, t / serial);
   MP_CHECK(t <= 0.75 * serial);
   MP_OK(bagua_scheduler_destroy(s));
   return 0;

@@ -65,17 +65,13 @@ BucketTuner::BucketTuner(size_t start_bytes, size_t min_bytes, size_t max_bytes,
   current_ = best_ = {start, start_hierarchical};
 }
 
-TuneChoice BucketTuner::choice_of(const Candidate& c) const {
-  return {size_t{1} << c.size_log2, c.hierarchical};
-}
+TuneChoice BucketTuner::choice_of(const Candidate& c) const { return {size_t{1} << c.size_log2, c.hierarchical}; }
 
 void BucketTuner::record(double seconds) {
   if (searching_) samples_.push_back(seconds);
 }
 
-double BucketTuner::measured() const {
-  return *std::min_element(samples_.begin() + 1, samples_.end());
-}
+double BucketTuner::measured() const { return *std::min_element(samples_.begin() + 1, samples_.end()); }
 
 // After measuring `one` at `time`: the next candidate to try; false when the search is over (best_ holds).
 bool BucketTuner::next_candidate(const Candidate& one, double time) {

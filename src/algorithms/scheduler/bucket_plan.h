@@ -43,9 +43,9 @@ struct TuneChoice {
 };
 struct TuneDecision {
   TuneChoice choice;
-  int window_steps = 1;   // steps until the next decision
-  bool tuning = false;    // still measuring candidates
-  bool settled = false;   // the same choice for kSettleDecisions consecutive decisions: no more decisions
+  int window_steps = 1;  // steps until the next decision
+  bool tuning = false;   // still measuring candidates
+  bool settled = false;  // the same choice for kSettleDecisions consecutive decisions: no more decisions
 };
 
 // Online search, on rank 0, over bucket sizes 2^k in [min_bytes, max_bytes] (and, when try_hierarchy, the other

@@ -46,23 +46,19 @@ BucketScheduler::~BucketScheduler() {
 bool BucketScheduler::hierarchy_applies() const {
   if (comm_->nhosts() < 2 || comm_->nhosts() == comm_->size()) return false;
   switch (config_.algorithm) {
-    case BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED:
-      return false;
+    case BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED: return false;
     case BAGUA_BUCKET_DECENTRALIZED:
       for (const auto& host : comm_->hosts())
         if (host.size() != comm_->hosts().front().size()) return false;
       return true;
-    default:
-      return true;
+    default: return true;
   }
 }
 
 const char* BucketScheduler::allreduce_algorithm() const {
   switch (hierarchy_) {
-    case Hierarchy::kAuto:
-      return nullptr;  // BAGUA_ALGO, then the cost model
-    case Hierarchy::kFlat:
-      return "ring";
+    case Hierarchy::kAuto: return nullptr;  // BAGUA_ALGO, then the cost model
+    case Hierarchy::kFlat: return "ring";
     case Hierarchy::kHierarchical:
       return algorithm_supports(find_algorithm(Collective::kAllreduce, "hier"), comm_->size(), comm_->hosts())
                  ? "hier"
@@ -132,8 +128,7 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
   if (config_.algorithm == BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED) {
     const size_t count = elements[BAGUA_FLOAT32];
     replica_self_.resize(count);
-    for (const Tensor& t : made)
-      std::memcpy(replica_self_.data() + t.spec.state_offset, t.data, t.bytes);
+    for (const Tensor& t : made) std::memcpy(replica_self_.data() + t.spec.state_offset, t.data, t.bytes);
     if (config_.compression.error_feedback) replica_error_.assign(count, 0.0f);
     LpdecSlice all;
     all.count = count;
@@ -283,8 +278,7 @@ void BucketScheduler::wait() {
   for (size_t i = 0; i < tensors_.size(); ++i)
     if (tensors_[i].mark == Mark::kNone)
       fail(BAGUA_ERR_INVALID_USAGE,
-           "wait: tensor {} was neither marked ready nor unused in this step (mark every tensor, or skip the step)",
-           i);
+           "wait: tensor {} was neither marked ready nor unused in this step (mark every tensor, or skip the step)", i);
   // Bounded: every operation of the step gives up after the timeout; past that, abort the communicator.
   const auto limit = std::chrono::milliseconds(static_cast<int64_t>(comm_->config().timeout_ms) *
                                                static_cast<int64_t>(info_.buckets + 2));
@@ -313,7 +307,8 @@ void BucketScheduler::set_bucket_bytes(size_t bytes) {
   if (bytes == 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "bucket_bytes must be positive");
   std::lock_guard<std::mutex> lock(mutex_);
   if (failed_) throw_failure();
-  if (step_open_) fail(BAGUA_ERR_INVALID_USAGE, "set_bucket_bytes during a step: call it between wait and the next mark");
+  if (step_open_)
+    fail(BAGUA_ERR_INVALID_USAGE, "set_bucket_bytes during a step: call it between wait and the next mark");
   pending_bucket_bytes_ = bytes;
 }
 
@@ -448,8 +443,10 @@ void BucketScheduler::run_step() {
     run_bucket(b);
   }
   ++steps_;
+  const uint64_t sent = comm_->stats().bytes_sent;  // (the engine's counters belong to this thread)
   std::lock_guard<std::mutex> lock(mutex_);
   info_.steps = steps_;
+  info_.bytes_sent = sent;
   done_generation_ = generation_ + 1;
 }
 
@@ -461,8 +458,8 @@ void BucketScheduler::allreduce_bucket(void* data, size_t count, bagua_datatype_
 }
 
 void BucketScheduler::quantized_bucket(Bucket& b, void* data, bagua_redop_t op) {
-  auto operation = build_quantized_allreduce(*comm_, QuantizedArgs{data, data, b.spec.count, b.spec.dtype, op},
-                                             codec(), b.qstate.get());
+  auto operation = build_quantized_allreduce(*comm_, QuantizedArgs{data, data, b.spec.count, b.spec.dtype, op}, codec(),
+                                             b.qstate.get());
   run_to_completion(*comm_, *operation);
 }
 
@@ -482,13 +479,9 @@ void BucketScheduler::run_bucket(Bucket& b) {
     }
   }
   switch (config_.algorithm) {
-    case BAGUA_BUCKET_ALLREDUCE:
-      allreduce_bucket(data, b.spec.count, b.spec.dtype, config_.op);
-      break;
+    case BAGUA_BUCKET_ALLREDUCE: allreduce_bucket(data, b.spec.count, b.spec.dtype, config_.op); break;
     case BAGUA_BUCKET_QUANTIZED:
-    case BAGUA_BUCKET_ONEBIT:
-      quantized_bucket(b, data, config_.op);
-      break;
+    case BAGUA_BUCKET_ONEBIT: quantized_bucket(b, data, config_.op); break;
     case BAGUA_BUCKET_QADAM: {
       float* g = reinterpret_cast<float*>(data);
       float* m = momentum_.data() + b.spec.state_offset;
@@ -499,8 +492,8 @@ void BucketScheduler::run_bucket(Bucket& b) {
         for (size_t i = 0; i < b.spec.count; ++i) m[i] = beta * m[i] + rest * g[i];
       } else {
         for (size_t i = 0; i < b.spec.count; ++i) m[i] = beta * m[i] + rest * g[i];
-        auto operation = build_quantized_allreduce(
-            *comm_, QuantizedArgs{m, m, b.spec.count, BAGUA_FLOAT32, BAGUA_AVG}, codec(), b.qstate.get());
+        auto operation = build_quantized_allreduce(*comm_, QuantizedArgs{m, m, b.spec.count, BAGUA_FLOAT32, BAGUA_AVG},
+                                                   codec(), b.qstate.get());
         run_to_completion(*comm_, *operation);
         std::memcpy(g, m, b.spec.count * sizeof(float));
       }

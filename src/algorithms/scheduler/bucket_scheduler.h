@@ -47,6 +47,7 @@ struct SchedulerInfo {
   bool settled = false;
   uint64_t decisions = 0;
   double step_ms = 0;
+  uint64_t bytes_sent = 0;
 };
 
 class BucketScheduler {
@@ -107,7 +108,7 @@ class BucketScheduler {
   std::condition_variable done_;  // the caller: step done
   bool quit_ = false;
   bool registered_ = false;
-  bool step_open_ = false;        // a mark (or skip) since the last wait
+  bool step_open_ = false;  // a mark (or skip) since the last wait
   bool skipped_ = false;
   uint64_t generation_ = 0;       // the caller's step, counting skips
   uint64_t done_generation_ = 0;  // the last step the thread finished
