@@ -86,7 +86,7 @@ TEST_CASE("tuner: settles in tens of steps within 10% of the best fixed size", "
     CHECK(steps <= 60);
     double x = std::log2(static_cast<double>(choice.bucket_bytes)) - best_log2;
     CHECK(10.0 + 0.8 * x * x <= 1.10 * 10.0);  // within 10% of the best fixed size
-    CHECK(choice.hierarchical);                 // 10% faster here
+    CHECK(choice.hierarchical);                // 10% faster here
   }
 }
 
@@ -94,7 +94,8 @@ TEST_CASE("tuner: one candidate settles at once", "[bucket_plan]") {
   BucketTuner tuner(1 << 20, 64 << 10, 64 << 10, false, false);
   int steps = 0;
   bool settled = false;
-  TuneChoice c = tune(tuner, [](const TuneChoice&) { return 1.0; }, &steps, &settled);
+  TuneChoice c = tune(
+      tuner, [](const TuneChoice&) { return 1.0; }, &steps, &settled);
   CHECK(settled);
   CHECK(c.bucket_bytes == (64u << 10));
   CHECK(steps <= BucketTuner::kSettleDecisions);

@@ -82,10 +82,12 @@ bool BucketTuner::next_candidate(const Candidate& one, double time) {
     best_time_ = time;
   }
   if (!hierarchy_tried_) {
-    // Climbing from the best in the current direction, until a candidate fails to beat it.
+    // Climbing in the current direction while candidates beat the best; one that does not is forgiven once
+    // (step times are noisy), the next one past it is still tried.
     const bool improved = best_.size_log2 == one.size_log2 && best_.hierarchical == one.hierarchical;
-    if (improved) {
-      int next = best_.size_log2 + direction_;
+    misses_ = improved ? 0 : misses_ + 1;
+    if (misses_ <= kPatience) {
+      int next = one.size_log2 + direction_;
       if (next >= min_log2_ && next <= max_log2_) {
         current_ = {next, best_.hierarchical};
         return true;
@@ -93,6 +95,7 @@ bool BucketTuner::next_candidate(const Candidate& one, double time) {
     }
     if (direction_ > 0 && !moved_up_) {
       direction_ = -1;
+      misses_ = 0;
       int next = best_.size_log2 - 1;
       if (next >= min_log2_) {
         current_ = {next, best_.hierarchical};

@@ -51,13 +51,14 @@ struct TuneDecision {
 // Online search, on rank 0, over bucket sizes 2^k in [min_bytes, max_bytes] (and, when try_hierarchy, the other
 // flat/hierarchical setting at the best size). Each candidate holds a window of kWindowSteps steps: the first
 // (rebucketing, cold buffers) is dropped and the fastest of the rest is its time. From the start it climbs up
-// while a doubling is faster by more than kMinGain, else down; then the other hierarchy. Then it repeats its
-// choice until settled. Settles in about (candidates x 3 + 5) steps.
+// while doublings beat the best by more than kMinGain (one miss forgiven), else down the same way; then the other
+// hierarchy. Then it repeats its choice until settled. Settles in about (candidates x 3 + 5) steps.
 class BucketTuner {
  public:
   static constexpr int kWindowSteps = 3;
   static constexpr int kSettleDecisions = 5;
   static constexpr double kMinGain = 0.03;
+  static constexpr int kPatience = 1;  // candidates in a row that may fail to beat the best before turning back
 
   BucketTuner(size_t start_bytes, size_t min_bytes, size_t max_bytes, bool start_hierarchical, bool try_hierarchy);
   // The step time (seconds) of a step that ran under the current choice.
@@ -81,6 +82,7 @@ class BucketTuner {
   bool started_ = false;
   int direction_ = +1;
   bool moved_up_ = false;
+  int misses_ = 0;
   Candidate current_, best_;
   double best_time_ = 0;
   std::vector<double> samples_;
