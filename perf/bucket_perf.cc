@@ -182,8 +182,9 @@ int main(int argc, char** argv) {
   size_t best_bytes = 0;
   for (size_t bytes = 64 << 10;; bytes *= 2) {
     double t = b.fixed(bytes, true);
-    if (root) std::printf("%-28s %10.1f %9.2fx\n", ("sweep, " + std::to_string(bytes >> 10) + " KiB").c_str(), 1e3 * t,
-                          t / overlap);
+    if (root)
+      std::printf("%-28s %10.1f %9.2fx\n", ("sweep, " + std::to_string(bytes >> 10) + " KiB").c_str(), 1e3 * t,
+                  t / overlap);
     if (t < best) best = t, best_bytes = bytes;
     if (bytes >= params * 4) break;
   }
@@ -201,14 +202,15 @@ int main(int argc, char** argv) {
   for (int i = 0; i < b.o.steps; ++i) v.push_back(b.scheduler_step(s, true));
   const double tuned = median(v);
   if (root) {
-    std::printf("%-28s %10.1f %9.2fx\n",
-                ("autotune, " + std::to_string(info.bucket_bytes >> 10) + " KiB" + (info.hierarchical ? " hier" : ""))
-                    .c_str(),
-                1e3 * tuned, tuned / overlap);
-    std::printf("autotune settled after %d steps (%llu decisions) at %llu KiB; best fixed size %zu KiB; tuned/best "
-                "fixed = %.3f\n",
-                step + 1, static_cast<unsigned long long>(info.decisions),
-                static_cast<unsigned long long>(info.bucket_bytes >> 10), best_bytes >> 10, tuned / best);
+    std::printf(
+        "%-28s %10.1f %9.2fx\n",
+        ("autotune, " + std::to_string(info.bucket_bytes >> 10) + " KiB" + (info.hierarchical ? " hier" : "")).c_str(),
+        1e3 * tuned, tuned / overlap);
+    std::printf(
+        "autotune settled after %d steps (%llu decisions) at %llu KiB; best fixed size %zu KiB; tuned/best "
+        "fixed = %.3f\n",
+        step + 1, static_cast<unsigned long long>(info.decisions),
+        static_cast<unsigned long long>(info.bucket_bytes >> 10), best_bytes >> 10, tuned / best);
   }
   CHECK(bagua_scheduler_destroy(s));
   CHECK(bagua_comm_destroy(b.comm));

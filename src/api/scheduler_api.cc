@@ -108,28 +108,28 @@ bagua_status_t bagua_scheduler_register(bagua_scheduler_t sched, int ntensors, v
     require_pointer(dtypes, "dtypes");
     std::vector<void*> pointers(tensors, tensors + ntensors);
     std::vector<TensorSpec> specs(ntensors);
+    CallMemory memory;                         // all host, or all device memory of one device
+    std::vector<std::string> names(ntensors);  // CallMemory keeps the first name
     for (int i = 0; i < ntensors; ++i) {
       check_dtype_in(dtypes[i],
                      {BAGUA_INT8, BAGUA_UINT8, BAGUA_INT32, BAGUA_UINT32, BAGUA_INT64, BAGUA_UINT64, BAGUA_FLOAT16,
                       BAGUA_BFLOAT16, BAGUA_FLOAT32, BAGUA_FLOAT64},
                      "a scheduler tensor");
-      std::string name = fmt::format("tensors[{}]", i);
+      names[i] = fmt::format("tensors[{}]", i);
       size_t bytes = checked_bytes(counts[i], dtypes[i], "counts[i]");
-      check_host_buffer(pointers[i], bytes, name.c_str());
+      memory.add(pointers[i], bytes, names[i].c_str());
       check_scheduler_dtype(sched->config, dtypes[i], i);
       specs[i].count = counts[i];
       specs[i].dtype = dtypes[i];
     }
-    sched->impl->register_tensors(pointers, specs);
+    sched->impl->register_tensors(pointers, specs, memory.on_device() ? memory.device() : -1);
   });
 }
 
 bagua_status_t bagua_scheduler_mark_ready(bagua_scheduler_t sched, int tensor, void* event) {
   return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_mark_ready", [&] {
     require_pointer(sched, "sched");
-    if (event != nullptr)
-      fail(BAGUA_ERR_INVALID_ARGUMENT, "event is for device tensors; the registered tensors are host memory");
-    sched->impl->mark_ready(tensor);
+    sched->impl->mark_ready(tensor, event);
   });
 }
 

@@ -25,6 +25,7 @@ class HostOnlyRuntime final : public DeviceRuntime {
   bool stream_capturing(DeviceStream) override { unavailable(); }
   bool stream_blocking(DeviceStream) override { unavailable(); }
   std::unique_ptr<DeviceEvent> record(DeviceStream) override { unavailable(); }
+  std::unique_ptr<DeviceEvent> user_event(void*) override { unavailable(); }
   void wait_value(DeviceStream, const volatile uint32_t*, uint32_t) override { unavailable(); }
   void copy_async(void*, const void*, size_t, DeviceStream) override { unavailable(); }
   DeviceStream create_stream(int) override { unavailable(); }

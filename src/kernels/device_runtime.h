@@ -42,6 +42,8 @@ class DeviceRuntime {
   // Whether the legacy default stream synchronizes with it (it does with itself and with blocking streams).
   virtual bool stream_blocking(DeviceStream stream) = 0;
   virtual std::unique_ptr<DeviceEvent> record(DeviceStream stream) = 0;
+  // The caller's own event (a cudaEvent_t), queried without taking ownership.
+  virtual std::unique_ptr<DeviceEvent> user_event(void* event) = 0;
   // Work on `stream` after this waits until (int32_t)(*word - value) >= 0; word is in alloc_mapped memory.
   virtual void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) = 0;
   // Calls on a stream run on the stream's device and leave the calling thread's current device as it was.
@@ -80,6 +82,8 @@ class StandinControl {
   virtual ~StandinControl() = default;
   virtual void run_on_stream(DeviceStream stream, std::function<void()> task) = 0;
   virtual void set_capturing(DeviceStream stream, bool capturing) = 0;
+  // A stand-in "cudaEvent_t" recorded on stream now, for user_event; never freed (tests only).
+  virtual void* record_user_event(DeviceStream stream) = 0;
 };
 StandinControl* standin_control();
 

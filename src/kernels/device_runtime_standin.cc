@@ -95,6 +95,14 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     StandinStream* s = stream_of(stream);
     return std::make_unique<StandinEvent>(s, s->enqueued());
   }
+  std::unique_ptr<DeviceEvent> user_event(void* event) override {
+    auto* recorded = static_cast<StandinEvent*>(event);
+    return std::make_unique<StandinEvent>(*recorded);
+  }
+  void* record_user_event(DeviceStream stream) override {
+    StandinStream* s = stream_of(stream);
+    return new StandinEvent(s, s->enqueued());
+  }
   void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) override {
     stream_of(stream)->enqueue([word, value] {
       while (!word_reached(word, value)) std::this_thread::sleep_for(std::chrono::microseconds(20));

@@ -11,6 +11,9 @@
 //   overlap  with simulated compute (sleeps) between marks, a step takes <= 0.75 x compute + communication
 //   failure  a rank leaves mid-step: the others' wait returns the communicator's error within the timeout
 //   tune     autotuning settles, and every rank used the same bucket size and hierarchy at every step
+//   device   (BAGUA_DEVICE_STANDIN=1, or a GPU) every algorithm on device tensors gives bit for bit what it gives
+//            on host tensors; a tensor is read only after the event it was marked with (a slow writer on another
+//            stream), or after the legacy default stream's earlier work when marked without one
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "common/exact_data.h"
+#include "kernels/device_runtime.h"
 #include "mp/mp_check.h"
 
 using namespace bagua::testing;
@@ -576,6 +580,122 @@ int tune(bagua_comm_t comm) {
   return 0;
 }
 
+// ---- device ----
+int device(bagua_comm_t comm) {
+  bagua::DeviceRuntime& rt = bagua::device_runtime();
+  bagua::StandinControl* standin = bagua::standin_control();
+  if (!rt.usable()) {
+    std::printf("device: no device here, skipped\n");
+    return 77;
+  }
+  const bagua_datatype_t F = BAGUA_FLOAT32;
+  const std::vector<size_t> counts = {3000, 0, 25000, 700, 40000, 5, 9000};
+  bagua_compression_t ef = BAGUA_COMPRESSION_INITIALIZER;
+  ef.error_feedback = 1;
+  ef.chunk = 256;
+  void* writer = rt.create_stream(0);  // the "backward" of the device run
+  for (int algorithm = BAGUA_BUCKET_ALLREDUCE; algorithm <= BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED; ++algorithm) {
+    const std::vector<bagua_datatype_t> dtypes(counts.size(), F);
+    const bool weights = algorithm >= BAGUA_BUCKET_DECENTRALIZED;
+    // Host run.
+    Model host(counts, dtypes, 3);
+    if (weights) fill(host, g_rank, 0);
+    bagua_scheduler_t hs = make_scheduler(comm, host, algorithm, 64 << 10, 0, &ef);
+    // Device run: the same tensors in device memory.
+    Model staged(counts, dtypes, 0);  // host images of the device tensors
+    std::vector<void*> dev(counts.size());
+    for (size_t t = 0; t < counts.size(); ++t) {
+      dev[t] = rt.alloc_device(std::max<size_t>(1, staged.bytes(t)), 0);
+      if (weights) {
+        fill(staged, g_rank, 0);
+        rt.copy_async(dev[t], staged.ptrs[t], staged.bytes(t), writer);
+      }
+    }
+    rt.synchronize(writer, 10000);
+    bagua_scheduler_config_t cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
+    cfg.algorithm = algorithm;
+    cfg.bucket_bytes = 64 << 10;
+    cfg.autotune = 0;
+    cfg.compression = &ef;
+    cfg.warmup_steps = 2;
+    cfg.topology = BAGUA_TOPO_RING;
+    bagua_scheduler_t ds = nullptr;
+    MP_OK(bagua_scheduler_create(comm, &cfg, &ds));
+    MP_OK(bagua_scheduler_register(ds, static_cast<int>(dev.size()), dev.data(), counts.data(), dtypes.data()));
+    for (int step = 0; step < 4; ++step) {
+      // Host: as in `orders`.
+      if (!weights) {
+        fill(host, g_rank, step);
+      } else {
+        for (int t = 0; t < host.size(); ++t)
+          for (size_t i = 0; i < host.counts[t]; ++i)
+            host.f32(t)[i] -= 0.125f * static_cast<float>(value_of(g_rank, step, t, i, F));
+      }
+      for (int t = 0; t < host.size(); ++t) MP_OK(bagua_scheduler_mark_ready(hs, t, nullptr));
+      MP_OK(bagua_scheduler_wait(hs, nullptr));
+      // Device: each tensor written late by a task on `writer` (on the stand-in; on a GPU by a copy), marked
+      // with an event on it for even tensors, and for odd ones after the copy lands on the legacy stream.
+      for (int t = 0; t < host.size(); ++t) {
+        const size_t bytes = staged.bytes(t);
+        if (!weights) {
+          fill(staged, g_rank, step);
+        } else {  // the device weights after the previous step, updated the same way
+          rt.copy_async(staged.ptrs[t], dev[t], bytes, writer);
+          rt.synchronize(writer, 10000);
+          for (size_t i = 0; i < staged.counts[t]; ++i)
+            staged.f32(t)[i] -= 0.125f * static_cast<float>(value_of(g_rank, step, t, i, F));
+        }
+        if (standin != nullptr && bytes > 0) {
+          void* target = dev[t];
+          const void* source = staged.ptrs[t];
+          void* on = (t % 2 == 0) ? writer : nullptr;
+          standin->run_on_stream(on, [target, source, bytes] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(3));
+            std::memcpy(target, source, bytes);
+          });
+          if (t % 2 == 0)
+            MP_OK(bagua_scheduler_mark_ready(ds, t, standin->record_user_event(writer)));
+          else
+            MP_OK(bagua_scheduler_mark_ready(ds, t, nullptr));
+          rt.synchronize(on, 10000);  // (the staged image is reused for the next tensor)
+        } else {
+          rt.copy_async(dev[t], staged.ptrs[t], bytes, nullptr);
+          MP_OK(bagua_scheduler_mark_ready(ds, t, nullptr));
+          rt.synchronize(nullptr, 10000);
+        }
+      }
+      MP_OK(bagua_scheduler_wait(ds, nullptr));
+    }
+    // Compare, bit for bit.
+    for (int t = 0; t < host.size(); ++t) {
+      std::vector<uint8_t> got(staged.bytes(t));
+      rt.copy_async(got.data(), dev[t], got.size(), writer);
+      rt.synchronize(writer, 10000);
+      if (std::memcmp(got.data(), host.ptrs[t], got.size()) != 0) {
+        std::fprintf(stderr, "rank %d algorithm %d: device tensor %d differs from the host run\n", g_rank, algorithm,
+                     t);
+        return 1;
+      }
+    }
+    MP_OK(bagua_scheduler_destroy(hs));
+    MP_OK(bagua_scheduler_destroy(ds));
+    for (void* p : dev) rt.free_device(p);
+    if (g_rank == 0) std::printf("device: algorithm %d on device tensors equals the host run bit for bit\n", algorithm);
+  }
+  // Host and device tensors in one registration: refused.
+  std::vector<size_t> two = {16, 16};
+  std::vector<bagua_datatype_t> f2(2, F);
+  Model h(two, f2, 0);
+  void* mixed[2] = {h.ptrs[0], rt.alloc_device(64, 0)};
+  bagua_scheduler_config_t cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
+  bagua_scheduler_t s;
+  MP_OK(bagua_scheduler_create(comm, &cfg, &s));
+  MP_CHECK(bagua_scheduler_register(s, 2, mixed, two.data(), f2.data()) == BAGUA_ERR_INVALID_ARGUMENT);
+  MP_OK(bagua_scheduler_destroy(s));
+  rt.free_device(mixed[1]);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -601,6 +721,8 @@ int main(int argc, char** argv) {
     return failure(comm);
   else if (mode == "tune")
     rc = tune(comm);
+  else if (mode == "device")
+    rc = device(comm);
   else {
     std::fprintf(stderr, "mp_scheduler: unknown mode %s\n", mode.c_str());
     return 2;

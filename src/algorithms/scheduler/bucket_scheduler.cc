@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "algorithms/dispatch.h"
 #include "algorithms/gossip/lpdec.h"
 #include "algorithms/gossip/neighbor_allreduce.h"
 #include "algorithms/registry.h"
+#include "base/deadline.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "kernels/dtype.h"
@@ -41,6 +43,14 @@ BucketScheduler::~BucketScheduler() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (stream_ != nullptr) {
+    try {
+      device_runtime().synchronize(stream_, comm_->config().timeout_ms);
+    } catch (const Error& e) {
+      BAGUA_WARN("bucket scheduler: its stream did not drain: {}", e.what());
+    }
+    device_runtime().destroy_stream(stream_);
+  }
 }
 
 bool BucketScheduler::hierarchy_applies() const {
@@ -75,7 +85,8 @@ Codec BucketScheduler::codec() const {
   return Codec::from_config(&cfg);
 }
 
-void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const std::vector<TensorSpec>& specs) {
+void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const std::vector<TensorSpec>& specs,
+                                       int device) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (registered_) fail(BAGUA_ERR_INVALID_USAGE, "tensors are registered once per scheduler");
@@ -107,6 +118,10 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
            datatype_name(static_cast<bagua_datatype_t>(dtype_hi)), specs[i].count, datatype_name(specs[i].dtype));
   }
 
+  if (device >= 0) {
+    device_ = device;
+    stream_ = device_runtime().create_stream(device);
+  }
   std::vector<TensorSpec> laid = specs;
   assign_state_offsets(laid);
   std::vector<Tensor> made(n);
@@ -128,7 +143,14 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
   if (config_.algorithm == BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED) {
     const size_t count = elements[BAGUA_FLOAT32];
     replica_self_.resize(count);
-    for (const Tensor& t : made) std::memcpy(replica_self_.data() + t.spec.state_offset, t.data, t.bytes);
+    for (const Tensor& t : made) {
+      float* replica = replica_self_.data() + t.spec.state_offset;
+      if (stream_)
+        device_runtime().copy_async(replica, t.data, t.bytes, stream_);
+      else
+        std::memcpy(replica, t.data, t.bytes);
+    }
+    if (stream_) device_runtime().synchronize(stream_, comm_->config().timeout_ms);
     if (config_.compression.error_feedback) replica_error_.assign(count, 0.0f);
     LpdecSlice all;
     all.count = count;
@@ -177,10 +199,17 @@ void BucketScheduler::apply_layout(size_t bucket_bytes, Hierarchy hierarchy) {
       adjacent = adjacent && tensors_[t].data == expect;
       expect += tensors_[t].bytes;
     }
-    if (adjacent)
+    const size_t bytes = b.spec.count * datatype_size(b.spec.dtype);
+    if (device_ >= 0) {
+      b.staging = std::make_unique<MappedBuffer>();
+      b.staging->data = device_runtime().alloc_mapped(bytes);
+      if (b.staging->data == nullptr)
+        fail(BAGUA_ERR_SYSTEM, "out of page-locked memory for a {}-byte bucket of device tensors", bytes);
+    } else if (adjacent) {
       b.in_place = static_cast<uint8_t*>(tensors_[b.spec.tensors.front()].data);
-    else
-      b.flat.resize(b.spec.count * datatype_size(b.spec.dtype));
+    } else {
+      b.flat.resize(bytes);
+    }
     auto err = error_.find(b.spec.dtype);
     if (err != error_.end())
       b.qstate = std::make_unique<QuantizedState>(*comm_, b.spec.count, b.spec.dtype, c,
@@ -209,16 +238,20 @@ void BucketScheduler::throw_failure() const {
   throw Error(failure_status_, fmt::format("the scheduler failed: {}", failure_message_));
 }
 
-void BucketScheduler::mark_ready(int tensor) {
+void BucketScheduler::mark_ready(int tensor, void* event) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) throw_failure();
     check_tensor(tensor, "mark_ready");
+    if (event != nullptr && device_ < 0)
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "event is for device tensors; the registered tensors are host memory");
     if (skipped_) fail(BAGUA_ERR_INVALID_USAGE, "mark_ready: this step was skipped; wait ends it");
     Tensor& t = tensors_[tensor];
     if (t.mark != Mark::kNone)
       fail(BAGUA_ERR_INVALID_USAGE, "tensor {} was already marked {} in this step", tensor,
            t.mark == Mark::kReady ? "ready" : "unused");
+    if (device_ >= 0)  // after the caller's event, or the legacy default stream's work so far
+      t.ready = event ? device_runtime().user_event(event) : device_runtime().record(nullptr);
     t.mark = Mark::kReady;
     step_open_ = true;
   }
@@ -336,6 +369,7 @@ void BucketScheduler::residual(int tensor, float* out, size_t count) {
 
 void BucketScheduler::run() {
   set_log_rank(comm_->rank());
+  bool device_ready = false;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -343,6 +377,11 @@ void BucketScheduler::run() {
       if (quit_) return;
     }
     try {
+      if (device_ >= 0 && !device_ready) {
+        device_runtime().enter_library_thread();
+        device_runtime().set_device(device_);
+        device_ready = true;
+      }
       run_step();
     } catch (const Error& e) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -465,9 +504,11 @@ void BucketScheduler::quantized_bucket(Bucket& b, void* data, bagua_redop_t op) 
 
 void BucketScheduler::run_bucket(Bucket& b) {
   if (b.spec.count == 0) return;  // zero-size tensors only: nothing to send, on every rank alike
-  uint8_t* data = b.in_place ? b.in_place : b.flat.data();
+  uint8_t* data = b.staging ? static_cast<uint8_t*>(b.staging->data) : b.in_place ? b.in_place : b.flat.data();
   // Gather (unused tensors count as zeros).
-  {
+  if (b.staging) {
+    gather_from_device(b, data);
+  } else {
     size_t offset = 0;
     for (int i : b.spec.tensors) {
       const Tensor& t = tensors_[i];
@@ -516,6 +557,7 @@ void BucketScheduler::run_bucket(Bucket& b) {
       break;
     }
   }
+  if (b.staging) return scatter_to_device(b, data);
   if (b.in_place) return;
   size_t offset = 0;
   for (int i : b.spec.tensors) {
@@ -523,6 +565,45 @@ void BucketScheduler::run_bucket(Bucket& b) {
     if (t.bytes) std::memcpy(t.data, data + offset, t.bytes);
     offset += t.bytes;
   }
+}
+
+}  // namespace bagua
+
+namespace bagua {
+
+// Each tensor once the caller's work on it is done (its event, polled: the scheduler's thread waits anyway), on
+// the scheduler's stream; then the stream drains, bounded by the timeout.
+void BucketScheduler::gather_from_device(Bucket& b, uint8_t* data) {
+  DeviceRuntime& rt = device_runtime();
+  const Deadline deadline = comm_->op_deadline();
+  size_t offset = 0;
+  for (int i : b.spec.tensors) {
+    Tensor& t = tensors_[i];
+    if (t.mark == Mark::kUnused) {
+      std::memset(data + offset, 0, t.bytes);
+    } else if (t.bytes) {
+      while (!t.ready->done()) {
+        if (deadline.expired())
+          fail(BAGUA_ERR_TIMEOUT, "tensor {}: the event it was marked ready with did not complete within {} ms", i,
+               comm_->config().timeout_ms);
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+      rt.copy_async(data + offset, t.data, t.bytes, stream_);
+    }
+    offset += t.bytes;
+  }
+  rt.synchronize(stream_, comm_->config().timeout_ms);
+}
+
+void BucketScheduler::scatter_to_device(Bucket& b, const uint8_t* data) {
+  DeviceRuntime& rt = device_runtime();
+  size_t offset = 0;
+  for (int i : b.spec.tensors) {
+    const Tensor& t = tensors_[i];
+    if (t.bytes) rt.copy_async(t.data, data + offset, t.bytes, stream_);
+    offset += t.bytes;
+  }
+  rt.synchronize(stream_, comm_->config().timeout_ms);
 }
 
 }  // namespace bagua

@@ -19,6 +19,7 @@
 #include "algorithms/quantized/quantized_allreduce.h"
 #include "algorithms/scheduler/bucket_plan.h"
 #include "core/comm.h"
+#include "kernels/device_runtime.h"
 
 namespace bagua {
 
@@ -57,8 +58,11 @@ class BucketScheduler {
   ~BucketScheduler();
 
   // Collective, once. Throws INVALID_USAGE naming the first tensor whose count or dtype differs across ranks.
-  void register_tensors(const std::vector<void*>& tensors, const std::vector<TensorSpec>& specs);
-  void mark_ready(int tensor);
+  // device >= 0: the tensors are device memory of that device (all of them; the caller checked).
+  void register_tensors(const std::vector<void*>& tensors, const std::vector<TensorSpec>& specs, int device);
+  // event: for device tensors, the caller's cudaEvent_t after which the tensor is ready (NULL: the legacy
+  // default stream's work enqueued so far); must be NULL for host tensors.
+  void mark_ready(int tensor, void* event);
   void mark_unused(int tensor);
   void skip_step();
   // Waits for the step; throws its error (and every later call throws it too).
@@ -77,11 +81,23 @@ class BucketScheduler {
     size_t bytes = 0;
     TensorSpec spec;
     Mark mark = Mark::kNone;
+    std::unique_ptr<DeviceEvent> ready;  // device tensors: when the caller's work on it is done
+  };
+  // Page-locked host memory (device tensors are staged through it).
+  struct MappedBuffer {
+    void* data = nullptr;
+    MappedBuffer() = default;
+    MappedBuffer(const MappedBuffer&) = delete;
+    MappedBuffer& operator=(const MappedBuffer&) = delete;
+    ~MappedBuffer() {
+      if (data) device_runtime().free_mapped(data);
+    }
   };
   struct Bucket {
     BucketSpec spec;
-    uint8_t* in_place = nullptr;  // the tensors lie back to back in memory: communicate them where they are
-    std::vector<uint8_t> flat;    // otherwise they are copied here and back
+    uint8_t* in_place = nullptr;            // the tensors lie back to back in memory: communicate them where they are
+    std::vector<uint8_t> flat;              // otherwise they are copied here and back
+    std::unique_ptr<MappedBuffer> staging;  // device tensors: copied here and back on the scheduler's stream
     std::unique_ptr<QuantizedState> qstate;
   };
   enum class Hierarchy { kAuto, kFlat, kHierarchical };
@@ -91,6 +107,8 @@ class BucketScheduler {
   void decide_if_due();
   void apply_layout(size_t bucket_bytes, Hierarchy hierarchy);
   void run_bucket(Bucket& b);
+  void gather_from_device(Bucket& b, uint8_t* data);
+  void scatter_to_device(Bucket& b, const uint8_t* data);
   void allreduce_bucket(void* data, size_t count, bagua_datatype_t dtype, bagua_redop_t op);
   void quantized_bucket(Bucket& b, void* data, bagua_redop_t op);
   bool bucket_ready(const Bucket& b) const;
@@ -116,7 +134,10 @@ class BucketScheduler {
   bagua_status_t failure_status_ = BAGUA_SUCCESS;
   std::string failure_message_;
   std::vector<Tensor> tensors_;
-  size_t pending_bucket_bytes_ = 0;  // set_bucket_bytes, applied at the next step
+  size_t pending_bucket_bytes_ = 0;
+  int device_ = -1;  // device tensors: their device
+  DeviceStream stream_ =
+      nullptr;  // and the scheduler's stream for its copies  // set_bucket_bytes, applied at the next step
 
   // The scheduler's thread (and, before it starts steps, registration).
   std::vector<Bucket> buckets_;

@@ -91,6 +91,25 @@ class CudaEvent final : public DeviceEvent {
   int device_;
 };
 
+// The caller's event: queried, never destroyed.
+class CudaUserEvent final : public DeviceEvent {
+ public:
+  explicit CudaUserEvent(cudaEvent_t event) : event_(event) {}
+  bool done() override {
+    RelaxedCapture relaxed;
+    cudaError_t err = cudaEventQuery(event_);
+    if (err == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    check(err, "cudaEventQuery (the caller's event)");
+    return true;
+  }
+
+ private:
+  cudaEvent_t event_;
+};
+
 using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
 // Whether this process has loaded the CUDA driver (someone initialized CUDA). Until then no pointer can be device
@@ -158,6 +177,9 @@ class CudaRuntime final : public DeviceRuntime {
     unsigned int flags = 0;
     check(cudaStreamGetFlags(static_cast<cudaStream_t>(stream), &flags), "cudaStreamGetFlags");
     return (flags & cudaStreamNonBlocking) == 0;
+  }
+  std::unique_ptr<DeviceEvent> user_event(void* event) override {
+    return std::make_unique<CudaUserEvent>(static_cast<cudaEvent_t>(event));
   }
   std::unique_ptr<DeviceEvent> record(DeviceStream stream) override {
     RelaxedCapture relaxed;
