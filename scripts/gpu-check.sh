@@ -80,6 +80,7 @@ step() {
   step device:abort 60 $RUN -n 2 $B/mp_device abort
   step device:limit 60 env BAGUA_DEVICE_MEMORY_LIMIT=1048576 $RUN -n 2 $B/mp_device limit
   step device:threads 60 $B/mp_device threads
+  step device:scheduler 90 $RUN -n 2 $B/mp_scheduler device
   # Two ranks naming the one GPU differently: by index and by UUID.
   uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1)
   step device:visible 60 $RUN -n 2 sh -c \
