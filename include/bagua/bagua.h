@@ -410,7 +410,8 @@ BAGUA_API bagua_status_t bagua_scheduler_create(bagua_comm_t comm, const bagua_s
 /* Collective, once: the tensors in the order buckets should go (best: the order backward produces them).
  * Tensor i is then named by i. Every rank must pass the same counts and dtypes (INVALID_USAGE names the first
  * tensor that differs). Tensors adjacent in memory in this order are communicated in place; others are copied
- * into a bucket buffer and back. Host memory; device tensors are NOT_SUPPORTED for now. */
+ * into a bucket buffer and back. All host memory, or all device memory of one device (staged through page-locked
+ * buckets on the scheduler's own stream; docs/scheduler.md). */
 BAGUA_API bagua_status_t bagua_scheduler_register(bagua_scheduler_t sched, int ntensors, void* const* tensors,
                                                   const size_t* counts, const bagua_datatype_t* dtypes);
 /* Tensor is ready for this step (event: a cudaEvent_t to wait on for device tensors; NULL for host). A bucket
@@ -421,8 +422,10 @@ BAGUA_API bagua_status_t bagua_scheduler_mark_ready(bagua_scheduler_t sched, int
 BAGUA_API bagua_status_t bagua_scheduler_mark_unused(bagua_scheduler_t sched, int tensor);
 /* Skip this step whole, without communicating (gradient accumulation). Before any mark; every rank alike. */
 BAGUA_API bagua_status_t bagua_scheduler_skip_step(bagua_scheduler_t sched);
-/* Returns when every bucket of this step is done and its results are in the tensors; the step's first error
- * (a peer's failure, a timeout) with its message. Every tensor must be marked. stream: for device tensors. */
+/* Host tensors: returns when every bucket of this step is done and its results are in the tensors. Device
+ * tensors: stream-ordered, returns at once and the work enqueued on stream (a cudaStream_t; NULL the legacy
+ * default stream) after it sees the results. Returns the first error of this or an earlier step (a peer's
+ * failure, a timeout) with its message. Every tensor must be marked (or the step skipped). */
 BAGUA_API bagua_status_t bagua_scheduler_wait(bagua_scheduler_t sched, void* stream);
 /* Forces a bucket size from the next step on and stops tuning; every rank must call it between the same steps.
  * Error-feedback residuals, momentum and replicas are kept per tensor and carry over. */
@@ -430,7 +433,8 @@ BAGUA_API bagua_status_t bagua_scheduler_set_bucket_bytes(bagua_scheduler_t sche
 BAGUA_API bagua_status_t bagua_scheduler_get_info(bagua_scheduler_t sched, bagua_scheduler_info_t* info);
 /* The error-feedback residual of tensor (count floats): what this rank's compression still owes it. */
 BAGUA_API bagua_status_t bagua_scheduler_residual(bagua_scheduler_t sched, int tensor, float* residual, size_t count);
-/* Refused (INVALID_USAGE) while a step is in flight (marked but not waited for), unless the scheduler failed. */
+/* Refused (INVALID_USAGE) while a step is in flight (marked but not waited for), unless the scheduler failed.
+ * Waits (bounded) for device steps still running after their wait. */
 BAGUA_API bagua_status_t bagua_scheduler_destroy(bagua_scheduler_t sched);
 
 #ifdef __cplusplus

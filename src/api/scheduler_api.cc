@@ -147,10 +147,10 @@ bagua_status_t bagua_scheduler_skip_step(bagua_scheduler_t sched) {
   });
 }
 
-bagua_status_t bagua_scheduler_wait(bagua_scheduler_t sched, void*) {
+bagua_status_t bagua_scheduler_wait(bagua_scheduler_t sched, void* stream) {
   return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_wait", [&] {
     require_pointer(sched, "sched");
-    sched->impl->wait();
+    sched->impl->wait(stream);
   });
 }
 

@@ -12,7 +12,8 @@
 //   failure  a rank leaves mid-step: the others' wait returns the communicator's error within the timeout
 //   tune     autotuning settles, and every rank used the same bucket size and hierarchy at every step
 //   device   (BAGUA_DEVICE_STANDIN=1, or a GPU) every algorithm on device tensors gives bit for bit what it gives
-//            on host tensors; a tensor is read only after the event it was marked with (a slow writer on another
+//            on host tensors, read after every step on the stream passed to wait (which returns at once: the
+//            stream waits); a tensor is read only after the event it was marked with (a slow writer on another
 //            stream), or after the legacy default stream's earlier work when marked without one
 #include <unistd.h>
 #include <algorithm>
@@ -29,6 +30,7 @@
 
 #include "common/exact_data.h"
 #include "kernels/device_runtime.h"
+#include "kernels/dtype.h"
 #include "mp/mp_check.h"
 
 using namespace bagua::testing;
@@ -37,18 +39,7 @@ namespace {
 int g_rank, g_size;
 using Clock = std::chrono::steady_clock;
 
-size_t elem_size(bagua_datatype_t t) {
-  switch (t) {
-    case BAGUA_INT8:
-    case BAGUA_UINT8: return 1;
-    case BAGUA_FLOAT16:
-    case BAGUA_BFLOAT16: return 2;
-    case BAGUA_INT32:
-    case BAGUA_UINT32:
-    case BAGUA_FLOAT32: return 4;
-    default: return 8;
-  }
-}
+size_t elem_size(bagua_datatype_t t) { return bagua::datatype_size(t); }
 
 // Registered tensors: the first `contiguous` lie back to back in one arena (communicated in place), the rest
 // each in its own allocation (copied into bucket buffers).
@@ -639,9 +630,9 @@ int device(bagua_comm_t comm) {
         const size_t bytes = staged.bytes(t);
         if (!weights) {
           fill(staged, g_rank, step);
-        } else {  // the device weights after the previous step, updated the same way
-          rt.copy_async(staged.ptrs[t], dev[t], bytes, writer);
-          rt.synchronize(writer, 10000);
+        } else {  // the device weights after the previous step (ordered after its wait), updated the same way
+          rt.copy_async(staged.ptrs[t], dev[t], bytes, nullptr);
+          rt.synchronize(nullptr, 10000);
           for (size_t i = 0; i < staged.counts[t]; ++i)
             staged.f32(t)[i] -= 0.125f * static_cast<float>(value_of(g_rank, step, t, i, F));
         }
@@ -664,17 +655,17 @@ int device(bagua_comm_t comm) {
           rt.synchronize(nullptr, 10000);
         }
       }
+      // Stream-ordered: a copy enqueued on the waited stream right after wait sees the step's results.
       MP_OK(bagua_scheduler_wait(ds, nullptr));
-    }
-    // Compare, bit for bit.
-    for (int t = 0; t < host.size(); ++t) {
-      std::vector<uint8_t> got(staged.bytes(t));
-      rt.copy_async(got.data(), dev[t], got.size(), writer);
-      rt.synchronize(writer, 10000);
-      if (std::memcmp(got.data(), host.ptrs[t], got.size()) != 0) {
-        std::fprintf(stderr, "rank %d algorithm %d: device tensor %d differs from the host run\n", g_rank, algorithm,
-                     t);
-        return 1;
+      for (int t = 0; t < host.size(); ++t) {
+        std::vector<uint8_t> got(staged.bytes(t));
+        rt.copy_async(got.data(), dev[t], got.size(), nullptr);
+        rt.synchronize(nullptr, 10000);
+        if (std::memcmp(got.data(), host.ptrs[t], got.size()) != 0) {
+          std::fprintf(stderr, "rank %d algorithm %d step %d: device tensor %d differs from the host run\n", g_rank,
+                       algorithm, step, t);
+          return 1;
+        }
       }
     }
     MP_OK(bagua_scheduler_destroy(hs));

@@ -37,6 +37,10 @@ BucketScheduler::BucketScheduler(std::unique_ptr<Comm> comm, const SchedulerConf
 }
 
 BucketScheduler::~BucketScheduler() {
+  try {
+    drain();  // device steps still running after their wait
+  } catch (const Error&) {
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     quit_ = true;
@@ -121,6 +125,10 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
   if (device >= 0) {
     device_ = device;
     stream_ = device_runtime().create_stream(device);
+    done_word_ = std::make_unique<MappedBuffer>();
+    done_word_->data = device_runtime().alloc_mapped(sizeof(uint32_t));
+    if (done_word_->data == nullptr) fail(BAGUA_ERR_SYSTEM, "out of page-locked memory for the scheduler");
+    publish_done(0);
   }
   std::vector<TensorSpec> laid = specs;
   assign_state_offsets(laid);
@@ -179,6 +187,7 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
   }
   apply_layout(bucket_bytes_, hierarchy_);
   std::lock_guard<std::mutex> lock(mutex_);
+  for (StepSlot& slot : slots_) slot.clear(tensors_.size());
   registered_ = true;
 }
 
@@ -238,55 +247,63 @@ void BucketScheduler::throw_failure() const {
   throw Error(failure_status_, fmt::format("the scheduler failed: {}", failure_message_));
 }
 
-void BucketScheduler::mark_ready(int tensor, void* event) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (failed_) throw_failure();
-    check_tensor(tensor, "mark_ready");
-    if (event != nullptr && device_ < 0)
-      fail(BAGUA_ERR_INVALID_ARGUMENT, "event is for device tensors; the registered tensors are host memory");
-    if (skipped_) fail(BAGUA_ERR_INVALID_USAGE, "mark_ready: this step was skipped; wait ends it");
-    Tensor& t = tensors_[tensor];
-    if (t.mark != Mark::kNone)
-      fail(BAGUA_ERR_INVALID_USAGE, "tensor {} was already marked {} in this step", tensor,
-           t.mark == Mark::kReady ? "ready" : "unused");
-    if (device_ >= 0)  // after the caller's event, or the legacy default stream's work so far
-      t.ready = event ? device_runtime().user_event(event) : device_runtime().record(nullptr);
-    t.mark = Mark::kReady;
-    step_open_ = true;
-  }
-  wake_.notify_all();
+template <typename Pred>
+void BucketScheduler::wait_for_thread(std::unique_lock<std::mutex>& lock, Pred pred) {
+  // Every operation of a step gives up after the timeout; past (buckets + 2) of them, abort the communicator.
+  const auto limit = std::chrono::milliseconds(static_cast<int64_t>(comm_->config().timeout_ms) *
+                                               static_cast<int64_t>(info_.buckets + 2));
+  auto done = [&] { return failed_ || pred(); };
+  if (done_.wait_for(lock, limit, done)) return;
+  comm_->abort();
+  if (done_.wait_for(lock, std::chrono::seconds(5), done)) return;
+  failed_ = true;
+  failure_status_ = BAGUA_ERR_TIMEOUT;
+  failure_message_ = "a step did not finish within the timeout of each of its buckets";
 }
 
-void BucketScheduler::mark_unused(int tensor) {
+void BucketScheduler::mark(int tensor, Mark kind, void* event) {
+  const char* what = kind == Mark::kReady ? "mark_ready" : "mark_unused";
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     if (failed_) throw_failure();
-    check_tensor(tensor, "mark_unused");
-    if (config_.weight_algorithm())
+    check_tensor(tensor, what);
+    if (event != nullptr && device_ < 0)
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "event is for device tensors; the registered tensors are host memory");
+    if (kind == Mark::kUnused && config_.weight_algorithm())
       fail(BAGUA_ERR_INVALID_USAGE, "mark_unused: the decentralized algorithms average weights, which always exist");
-    if (skipped_) fail(BAGUA_ERR_INVALID_USAGE, "mark_unused: this step was skipped; wait ends it");
-    Tensor& t = tensors_[tensor];
-    if (t.mark != Mark::kNone)
+    // This step's slot was step g - 2's: wait until the thread is done with that one (device tensors only).
+    wait_for_thread(lock, [&] { return done_generation_ + 1 >= generation_; });
+    if (failed_) throw_failure();
+    StepSlot& slot = slots_[generation_ % 2];
+    if (slot.skipped) fail(BAGUA_ERR_INVALID_USAGE, "{}: this step was skipped; wait ends it", what);
+    if (slot.marks[tensor] != Mark::kNone)
       fail(BAGUA_ERR_INVALID_USAGE, "tensor {} was already marked {} in this step", tensor,
-           t.mark == Mark::kReady ? "ready" : "unused");
-    t.mark = Mark::kUnused;
-    step_open_ = true;
+           slot.marks[tensor] == Mark::kReady ? "ready" : "unused");
+    if (kind == Mark::kReady && device_ >= 0)  // after the caller's event, or the legacy default stream's work so far
+      slot.ready[tensor] = event ? device_runtime().user_event(event) : device_runtime().record(nullptr);
+    slot.marks[tensor] = kind;
+    slot.open = true;
   }
   wake_.notify_all();
 }
 
 void BucketScheduler::skip_step() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (failed_) throw_failure();
-  if (!registered_) fail(BAGUA_ERR_INVALID_USAGE, "skip_step before bagua_scheduler_register");
-  if (step_open_) fail(BAGUA_ERR_INVALID_USAGE, "skip_step after tensors of this step were marked");
-  skipped_ = true;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (failed_) throw_failure();
+    if (!registered_) fail(BAGUA_ERR_INVALID_USAGE, "skip_step before bagua_scheduler_register");
+    wait_for_thread(lock, [&] { return done_generation_ + 1 >= generation_; });
+    if (failed_) throw_failure();
+    StepSlot& slot = slots_[generation_ % 2];
+    if (slot.open) fail(BAGUA_ERR_INVALID_USAGE, "skip_step after tensors of this step were marked");
+    slot.skipped = slot.open = true;
+  }
+  wake_.notify_all();
 }
 
 bool BucketScheduler::step_in_flight() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return step_open_ && !failed_;
+  return registered_ && slots_[generation_ % 2].open && !failed_;
 }
 
 bool BucketScheduler::failed() {
@@ -294,55 +311,47 @@ bool BucketScheduler::failed() {
   return failed_;
 }
 
-void BucketScheduler::wait() {
+void BucketScheduler::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_for_thread(lock, [&] { return done_generation_ >= generation_; });
+  if (failed_) throw_failure();
+}
+
+void BucketScheduler::wait(DeviceStream stream) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (failed_) throw_failure();
   if (!registered_) fail(BAGUA_ERR_INVALID_USAGE, "wait before bagua_scheduler_register");
-  auto finish = [&] {  // the step is over: the next one starts clean
-    for (Tensor& t : tensors_) t.mark = Mark::kNone;
-    step_open_ = skipped_ = false;
-    done_generation_ = ++generation_;
-  };
-  if (skipped_) {
-    finish();
-    last_wait_valid_ = false;  // the next step's time would include the skipped one's compute
+  StepSlot& slot = slots_[generation_ % 2];
+  const bool finished = done_generation_ > generation_;  // (then the thread has cleared the slot already)
+  if (!finished && !slot.skipped)
+    for (size_t i = 0; i < tensors_.size(); ++i)
+      if (slot.marks[i] == Mark::kNone)
+        fail(BAGUA_ERR_INVALID_USAGE,
+             "wait: tensor {} was neither marked ready nor unused in this step (mark every tensor, or skip the step)",
+             i);
+  const uint64_t step = generation_;
+  if (device_ >= 0) {
+    // Stream-ordered: the caller's stream waits until the thread has published this step as finished.
+    device_runtime().wait_value(stream, static_cast<const volatile uint32_t*>(done_word_->data),
+                                static_cast<uint32_t>(step + 1));
+    ++generation_;
+    wake_.notify_all();
     return;
   }
-  for (size_t i = 0; i < tensors_.size(); ++i)
-    if (tensors_[i].mark == Mark::kNone)
-      fail(BAGUA_ERR_INVALID_USAGE,
-           "wait: tensor {} was neither marked ready nor unused in this step (mark every tensor, or skip the step)", i);
-  // Bounded: every operation of the step gives up after the timeout; past that, abort the communicator.
-  const auto limit = std::chrono::milliseconds(static_cast<int64_t>(comm_->config().timeout_ms) *
-                                               static_cast<int64_t>(info_.buckets + 2));
-  if (!done_.wait_for(lock, limit, [&] { return done_generation_ > generation_ || failed_; })) {
-    comm_->abort();
-    if (!done_.wait_for(lock, std::chrono::seconds(5), [&] { return done_generation_ > generation_ || failed_; })) {
-      failed_ = true;
-      failure_status_ = BAGUA_ERR_TIMEOUT;
-      failure_message_ = "the step did not finish within the timeout of each of its buckets";
-    }
-  }
-  if (failed_) throw_failure();
-  for (Tensor& t : tensors_) t.mark = Mark::kNone;
-  step_open_ = false;
   ++generation_;
-  auto now = std::chrono::steady_clock::now();
-  if (last_wait_valid_) {
-    info_.step_ms = std::chrono::duration<double, std::milli>(now - last_wait_).count();
-    if (tuner_ && comm_->rank() == 0) tuner_->record(info_.step_ms / 1e3);
-  }
-  last_wait_ = now;
-  last_wait_valid_ = true;
+  wake_.notify_all();
+  wait_for_thread(lock, [&] { return done_generation_ > step; });
+  if (failed_) throw_failure();
 }
 
 void BucketScheduler::set_bucket_bytes(size_t bytes) {
   if (bytes == 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "bucket_bytes must be positive");
   std::lock_guard<std::mutex> lock(mutex_);
   if (failed_) throw_failure();
-  if (step_open_)
+  if (registered_ && slots_[generation_ % 2].open)
     fail(BAGUA_ERR_INVALID_USAGE, "set_bucket_bytes during a step: call it between wait and the next mark");
   pending_bucket_bytes_ = bytes;
+  pending_generation_ = generation_;
 }
 
 SchedulerInfo BucketScheduler::info() {
@@ -351,12 +360,14 @@ SchedulerInfo BucketScheduler::info() {
 }
 
 void BucketScheduler::residual(int tensor, float* out, size_t count) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   check_tensor(tensor, "residual");
   const Tensor& t = tensors_[tensor];
   if (count != t.spec.count)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "count {} differs from tensor {}'s {}", count, tensor, t.spec.count);
-  if (step_open_ && !failed_) fail(BAGUA_ERR_INVALID_USAGE, "residual during a step: call it after wait");
+  if (slots_[generation_ % 2].open && !failed_)
+    fail(BAGUA_ERR_INVALID_USAGE, "residual during a step: call it after wait");
+  wait_for_thread(lock, [&] { return done_generation_ >= generation_; });  // device steps still running
   auto err = error_.find(t.spec.dtype);
   if (err == error_.end()) {
     std::fill(out, out + count, 0.0f);
@@ -367,22 +378,37 @@ void BucketScheduler::residual(int tensor, float* out, size_t count) {
 
 // ---- the scheduler's thread ----
 
+void BucketScheduler::publish_done(uint32_t value) {
+  if (done_word_) __atomic_store_n(static_cast<uint32_t*>(done_word_->data), value, __ATOMIC_RELEASE);
+}
+
 void BucketScheduler::run() {
   set_log_rank(comm_->rank());
   bool device_ready = false;
   for (;;) {
+    StepSlot* slot;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return quit_ || (step_open_ && done_generation_ == generation_); });
+      // A skipped step ends at its wait (until then marks must still be refused).
+      wake_.wait(lock, [&] {
+        const StepSlot& next = slots_[done_generation_ % 2];
+        return quit_ || (next.open && (!next.skipped || generation_ > done_generation_));
+      });
       if (quit_) return;
+      slot = &slots_[done_generation_ % 2];
     }
     try {
+      if (slot->skipped) {
+        finish_step(true);
+        continue;
+      }
       if (device_ >= 0 && !device_ready) {
         device_runtime().enter_library_thread();
         device_runtime().set_device(device_);
         device_ready = true;
       }
-      run_step();
+      run_step(*slot);
+      finish_step(false);
     } catch (const Error& e) {
       std::lock_guard<std::mutex> lock(mutex_);
       failed_ = true;
@@ -399,23 +425,48 @@ void BucketScheduler::run() {
       std::lock_guard<std::mutex> lock(mutex_);
       stop = failed_;
     }
-    done_.notify_all();
-    if (stop) return;
+    if (stop) {
+      // Release every stream that waits or will wait on this scheduler: later calls report the failure.
+      publish_done(static_cast<uint32_t>(done_generation_ + (1u << 30)));
+      done_.notify_all();
+      return;
+    }
   }
 }
 
-bool BucketScheduler::bucket_ready(const Bucket& b) const {
+// The step is over: its slot is free for step g + 2, streams waiting on it go on, and (on rank 0) its time
+// counts for the tuner: from the previous step's end, so compute and overlap count.
+void BucketScheduler::finish_step(bool skipped) {
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!skipped && last_done_valid_) {
+      info_.step_ms = std::chrono::duration<double, std::milli>(now - last_done_).count();
+      if (tuner_ && comm_->rank() == 0) tuner_->record(info_.step_ms / 1e3);
+    }
+    last_done_ = now;
+    last_done_valid_ = !skipped;  // the next step's time would include the skipped one's compute
+    slots_[done_generation_ % 2].clear(tensors_.size());
+    ++done_generation_;
+    publish_done(static_cast<uint32_t>(done_generation_));
+  }
+  done_.notify_all();
+}
+
+bool BucketScheduler::bucket_ready(const Bucket& b, const StepSlot& slot) const {
   for (int t : b.spec.tensors)
-    if (tensors_[t].mark == Mark::kNone) return false;
+    if (slot.marks[t] == Mark::kNone) return false;
   return true;
 }
 
 void BucketScheduler::decide_if_due() {
-  size_t forced;
+  size_t forced = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    forced = pending_bucket_bytes_;
-    pending_bucket_bytes_ = 0;
+    if (pending_bucket_bytes_ != 0 && done_generation_ >= pending_generation_) {
+      forced = pending_bucket_bytes_;
+      pending_bucket_bytes_ = 0;
+    }
   }
   if (forced != 0) {  // every rank calls it between the same steps
     tuning_active_ = false;
@@ -471,22 +522,21 @@ void BucketScheduler::decide_if_due() {
   }
 }
 
-void BucketScheduler::run_step() {
+void BucketScheduler::run_step(StepSlot& slot) {
   decide_if_due();
   for (Bucket& b : buckets_) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return quit_ || bucket_ready(b); });
+      wake_.wait(lock, [&] { return quit_ || bucket_ready(b, slot); });
       if (quit_) fail(BAGUA_ERR_ABORTED, "the scheduler was destroyed during a step");
     }
-    run_bucket(b);
+    run_bucket(b, slot);
   }
   ++steps_;
   const uint64_t sent = comm_->stats().bytes_sent;  // (the engine's counters belong to this thread)
   std::lock_guard<std::mutex> lock(mutex_);
   info_.steps = steps_;
   info_.bytes_sent = sent;
-  done_generation_ = generation_ + 1;
 }
 
 void BucketScheduler::allreduce_bucket(void* data, size_t count, bagua_datatype_t dtype, bagua_redop_t op) {
@@ -502,17 +552,17 @@ void BucketScheduler::quantized_bucket(Bucket& b, void* data, bagua_redop_t op) 
   run_to_completion(*comm_, *operation);
 }
 
-void BucketScheduler::run_bucket(Bucket& b) {
+void BucketScheduler::run_bucket(Bucket& b, StepSlot& slot) {
   if (b.spec.count == 0) return;  // zero-size tensors only: nothing to send, on every rank alike
   uint8_t* data = b.staging ? static_cast<uint8_t*>(b.staging->data) : b.in_place ? b.in_place : b.flat.data();
   // Gather (unused tensors count as zeros).
   if (b.staging) {
-    gather_from_device(b, data);
+    gather_from_device(b, slot, data);
   } else {
     size_t offset = 0;
     for (int i : b.spec.tensors) {
       const Tensor& t = tensors_[i];
-      if (t.mark == Mark::kUnused)
+      if (slot.marks[i] == Mark::kUnused)
         std::memset(data + offset, 0, t.bytes);
       else if (!b.in_place && t.bytes)
         std::memcpy(data + offset, t.data, t.bytes);
@@ -573,16 +623,16 @@ namespace bagua {
 
 // Each tensor once the caller's work on it is done (its event, polled: the scheduler's thread waits anyway), on
 // the scheduler's stream; then the stream drains, bounded by the timeout.
-void BucketScheduler::gather_from_device(Bucket& b, uint8_t* data) {
+void BucketScheduler::gather_from_device(Bucket& b, StepSlot& slot, uint8_t* data) {
   DeviceRuntime& rt = device_runtime();
   const Deadline deadline = comm_->op_deadline();
   size_t offset = 0;
   for (int i : b.spec.tensors) {
-    Tensor& t = tensors_[i];
-    if (t.mark == Mark::kUnused) {
+    const Tensor& t = tensors_[i];
+    if (slot.marks[i] == Mark::kUnused) {
       std::memset(data + offset, 0, t.bytes);
     } else if (t.bytes) {
-      while (!t.ready->done()) {
+      while (!slot.ready[i]->done()) {
         if (deadline.expired())
           fail(BAGUA_ERR_TIMEOUT, "tensor {}: the event it was marked ready with did not complete within {} ms", i,
                comm_->config().timeout_ms);

@@ -52,6 +52,8 @@ struct SchedulerInfo {
 };
 
 class BucketScheduler {
+  enum class Mark : uint8_t { kNone, kReady, kUnused };
+
  public:
   // comm: the scheduler's own communicator (a split of the caller's); config already checked.
   BucketScheduler(std::unique_ptr<Comm> comm, const SchedulerConfig& config);
@@ -62,26 +64,40 @@ class BucketScheduler {
   void register_tensors(const std::vector<void*>& tensors, const std::vector<TensorSpec>& specs, int device);
   // event: for device tensors, the caller's cudaEvent_t after which the tensor is ready (NULL: the legacy
   // default stream's work enqueued so far); must be NULL for host tensors.
-  void mark_ready(int tensor, void* event);
-  void mark_unused(int tensor);
+  void mark_ready(int tensor, void* event) { mark(tensor, Mark::kReady, event); }
+  void mark_unused(int tensor) { mark(tensor, Mark::kUnused, nullptr); }
   void skip_step();
-  // Waits for the step; throws its error (and every later call throws it too).
-  void wait();
+  // Host tensors: waits for the step. Device tensors: makes `stream` wait for it and returns (the caller may
+  // mark the next step meanwhile). Throws the first error of this or an earlier step (and so does every later call).
+  void wait(DeviceStream stream);
   void set_bucket_bytes(size_t bytes);
   SchedulerInfo info();
   void residual(int tensor, float* out, size_t count);
   // Marked but not waited for.
   bool step_in_flight();
+  // Waits (bounded) until the thread has finished every step waited for.
+  void drain();
   bool failed();
 
  private:
-  enum class Mark : uint8_t { kNone, kReady, kUnused };
   struct Tensor {
     void* data = nullptr;
     size_t bytes = 0;
     TensorSpec spec;
-    Mark mark = Mark::kNone;
-    std::unique_ptr<DeviceEvent> ready;  // device tensors: when the caller's work on it is done
+  };
+  // The marks of one step. Two slots: with device tensors the caller may mark step g + 1 while the thread
+  // still runs step g.
+  struct StepSlot {
+    std::vector<Mark> marks;
+    std::vector<std::unique_ptr<DeviceEvent>> ready;  // device tensors: when the caller's work on each is done
+    bool open = false;                                // a mark or a skip since the slot was cleared
+    bool skipped = false;
+    void clear(size_t tensors) {
+      marks.assign(tensors, Mark::kNone);
+      ready.clear();
+      ready.resize(tensors);
+      open = skipped = false;
+    }
   };
   // Page-locked host memory (device tensors are staged through it).
   struct MappedBuffer {
@@ -102,16 +118,22 @@ class BucketScheduler {
   };
   enum class Hierarchy { kAuto, kFlat, kHierarchical };
 
+  void mark(int tensor, Mark kind, void* event);
   void run();
-  void run_step();
+  void run_step(StepSlot& slot);
+  void finish_step(bool skipped);
+  void publish_done(uint32_t value);
+  // Blocks (bounded by the step's timeouts) until pred() holds or the scheduler failed.
+  template <typename Pred>
+  void wait_for_thread(std::unique_lock<std::mutex>& lock, Pred pred);
   void decide_if_due();
   void apply_layout(size_t bucket_bytes, Hierarchy hierarchy);
-  void run_bucket(Bucket& b);
-  void gather_from_device(Bucket& b, uint8_t* data);
+  void run_bucket(Bucket& b, StepSlot& slot);
+  void gather_from_device(Bucket& b, StepSlot& slot, uint8_t* data);
   void scatter_to_device(Bucket& b, const uint8_t* data);
   void allreduce_bucket(void* data, size_t count, bagua_datatype_t dtype, bagua_redop_t op);
   void quantized_bucket(Bucket& b, void* data, bagua_redop_t op);
-  bool bucket_ready(const Bucket& b) const;
+  bool bucket_ready(const Bucket& b, const StepSlot& slot) const;
   void check_tensor(int tensor, const char* what) const;
   [[noreturn]] void throw_failure() const;
   bool hierarchy_applies() const;
@@ -123,21 +145,21 @@ class BucketScheduler {
 
   std::mutex mutex_;
   std::condition_variable wake_;  // the scheduler's thread: marks, quit
-  std::condition_variable done_;  // the caller: step done
+  std::condition_variable done_;  // the caller: a step done
   bool quit_ = false;
   bool registered_ = false;
-  bool step_open_ = false;  // a mark (or skip) since the last wait
-  bool skipped_ = false;
-  uint64_t generation_ = 0;       // the caller's step, counting skips
-  uint64_t done_generation_ = 0;  // the last step the thread finished
+  uint64_t generation_ = 0;       // the step the caller is marking (skipped steps count)
+  uint64_t done_generation_ = 0;  // steps the thread has finished
+  StepSlot slots_[2];             // step g's marks are in slots_[g % 2]
   bool failed_ = false;
-  bagua_status_t failure_status_ = BAGUA_SUCCESS;
+  bagua_status_t failure_status_ = BAGUA_ERR_INTERNAL;
   std::string failure_message_;
   std::vector<Tensor> tensors_;
-  size_t pending_bucket_bytes_ = 0;
-  int device_ = -1;  // device tensors: their device
-  DeviceStream stream_ =
-      nullptr;  // and the scheduler's stream for its copies  // set_bucket_bytes, applied at the next step
+  size_t pending_bucket_bytes_ = 0;  // set_bucket_bytes: applied from step pending_generation_ on
+  uint64_t pending_generation_ = 0;
+  int device_ = -1;                          // device tensors: their device,
+  DeviceStream stream_ = nullptr;            // the scheduler's stream for its copies,
+  std::unique_ptr<MappedBuffer> done_word_;  // and the word callers' streams wait on: steps finished
 
   // The scheduler's thread (and, before it starts steps, registration).
   std::vector<Bucket> buckets_;
@@ -155,8 +177,8 @@ class BucketScheduler {
   bool tuning_active_ = false;
   uint64_t next_decision_step_ = 0;
   SchedulerInfo info_;
-  std::chrono::steady_clock::time_point last_wait_{};
-  bool last_wait_valid_ = false;
+  std::chrono::steady_clock::time_point last_done_{};  // when the previous step finished (step times)
+  bool last_done_valid_ = false;
 
   std::thread thread_;
 };

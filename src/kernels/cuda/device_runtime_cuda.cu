@@ -67,6 +67,17 @@ int device_of_stream(DeviceStream stream) {
   return device;
 }
 
+bool event_done(cudaEvent_t event, const char* what) {
+  RelaxedCapture relaxed;
+  cudaError_t err = cudaEventQuery(event);
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  check(err, what);
+  return true;
+}
+
 class CudaEvent final : public DeviceEvent {
  public:
   CudaEvent(cudaEvent_t event, int device) : event_(event), device_(device) {}
@@ -75,15 +86,8 @@ class CudaEvent final : public DeviceEvent {
     cudaEventDestroy(event_);
   }
   bool done() override {
-    RelaxedCapture relaxed;
     DeviceGuard on(device_);
-    cudaError_t err = cudaEventQuery(event_);
-    if (err == cudaErrorNotReady) {
-      cudaGetLastError();
-      return false;
-    }
-    check(err, "cudaEventQuery");
-    return true;
+    return event_done(event_, "cudaEventQuery");
   }
 
  private:
@@ -95,16 +99,7 @@ class CudaEvent final : public DeviceEvent {
 class CudaUserEvent final : public DeviceEvent {
  public:
   explicit CudaUserEvent(cudaEvent_t event) : event_(event) {}
-  bool done() override {
-    RelaxedCapture relaxed;
-    cudaError_t err = cudaEventQuery(event_);
-    if (err == cudaErrorNotReady) {
-      cudaGetLastError();
-      return false;
-    }
-    check(err, "cudaEventQuery (the caller's event)");
-    return true;
-  }
+  bool done() override { return event_done(event_, "cudaEventQuery (the caller's event)"); }
 
  private:
   cudaEvent_t event_;
