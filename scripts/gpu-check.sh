@@ -81,6 +81,7 @@ step() {
   step device:limit 60 env BAGUA_DEVICE_MEMORY_LIMIT=1048576 $RUN -n 2 $B/mp_device limit
   step device:threads 60 $B/mp_device threads
   step device:scheduler 90 $RUN -n 2 $B/mp_scheduler device
+  step device:relaxations 90 $RUN -n 2 $B/mp_device relaxations
   # Two ranks naming the one GPU differently: by index and by UUID.
   uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1)
   step device:visible 60 $RUN -n 2 sh -c \

@@ -232,7 +232,9 @@ BAGUA_API bagua_status_t bagua_test(bagua_request_t req, int* done);
 /* Waits (honouring the communicator timeout), frees the request, and returns its status. */
 BAGUA_API bagua_status_t bagua_wait(bagua_request_t req);
 
-/* ---- relaxations (BAGUA's system relaxations; docs/relaxations.md) ---- */
+/* ---- relaxations (BAGUA's system relaxations; docs/relaxations.md) ----
+ * bagua_quantized_allreduce and bagua_neighbor_allreduce take device memory as the collectives do (stream-ordered;
+ * a qstate's calls belong on one stream); lpdec and asynchronous averaging take host memory only. */
 
 /* Quantized allreduce: scatter-reduce-allgather where what crosses the wire is compressed. */
 typedef enum {

@@ -139,13 +139,17 @@ void check_collective_args(const Comm& comm, CollectiveArgs& a) {
        "sendbuf and recvbuf overlap but are not in place (see the in-place rule of this call)");
 }
 
-void check_allreduce_buffers(const Comm& comm, const void* sendbuf, void* recvbuf, size_t count,
-                             bagua_datatype_t dtype) {
+RelaxationBuffers check_relaxation_buffers(const Comm& comm, const void* sendbuf, void* recvbuf, size_t count,
+                                           bagua_datatype_t dtype) {
   CollectiveArgs args = args_of(Collective::kAllreduce, sendbuf, recvbuf, count, dtype);
   check_collective_args(comm, args);
-  if (args.on_device)
-    fail(BAGUA_ERR_NOT_SUPPORTED, "{} is CUDA device memory, which this call does not support yet",
-         args.send_extent ? "sendbuf" : "recvbuf");
+  RelaxationBuffers b;
+  b.sendbuf = sendbuf;
+  b.recvbuf = recvbuf;
+  b.bytes = args.recv_extent;
+  b.on_device = args.on_device;
+  b.device = args.device;
+  return b;
 }
 
 ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op) {
@@ -188,43 +192,59 @@ std::unique_ptr<DeviceOperation> prepare_device_operation(Comm& comm, bagua_opki
   return std::make_unique<DeviceOperation>(kind, proxy, stream, device, proxy.lease(staging_bytes));
 }
 
-// The collective on staging memory: input copied in from the device buffers once the stream reaches the call,
-// output copied back when the host operation ends. In-place calls stage the union of both buffers, so the host
-// operation sees the same in-place layout.
-std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveArgs& args, Algorithm algorithm,
-                                                  const char* suffix) {
-  const auto* send = static_cast<const uint8_t*>(args.sendbuf);
-  auto* recv = static_cast<uint8_t*>(args.recvbuf);
-  const size_t se = args.send_extent, re = args.recv_extent;
+// Staging for a call's two buffers: input copied in once the stream reaches the call, output copied back when
+// the host operation ends. In-place calls stage the union of both buffers, so the host operation sees the same
+// in-place layout. copy_recv_in: the output buffer's old contents matter (alltoallv writes only its blocks).
+struct StagedBuffers {
+  std::unique_ptr<DeviceOperation> op;
+  const void* sendbuf = nullptr;
+  void* recvbuf = nullptr;
+};
+
+StagedBuffers stage_buffers(Comm& comm, bagua_opkind_t kind, void* stream, int device, const void* sendbuf,
+                            size_t send_extent, void* recvbuf, size_t recv_extent, bool copy_recv_in) {
+  const auto* send = static_cast<const uint8_t*>(sendbuf);
+  auto* recv = static_cast<uint8_t*>(recvbuf);
+  const size_t se = send_extent, re = recv_extent;
   const bool in_place = overlap(send, se, recv, re);
   const uint8_t* lo = in_place ? std::min<const uint8_t*>(send, recv) : nullptr;
   const size_t union_bytes = in_place ? static_cast<size_t>(std::max<const uint8_t*>(send + se, recv + re) - lo) : 0;
   const size_t send_slot = (se + 255) & ~size_t{255};
-  auto op = prepare_device_operation(comm, opkind_of(args.collective), args.stream, args.device,
-                                     in_place ? union_bytes : send_slot + re);
-  uint8_t* stage = op->staging();
+  StagedBuffers staged;
+  staged.op = prepare_device_operation(comm, kind, stream, device, in_place ? union_bytes : send_slot + re);
+  DeviceOperation& op = *staged.op;
+  uint8_t* stage = op.staging();
+  if (in_place) {
+    staged.sendbuf = stage + (send - lo);
+    staged.recvbuf = stage + (recv - lo);
+    op.copy_in(stage, lo, union_bytes);
+    op.copy_out(recv, staged.recvbuf, re);
+    return staged;
+  }
+  if (se) {
+    staged.sendbuf = stage;
+    op.copy_in(stage, send, se);
+  }
+  if (re) {
+    staged.recvbuf = stage + send_slot;
+    if (copy_recv_in) op.copy_in(staged.recvbuf, recv, re);
+    op.copy_out(recv, staged.recvbuf, re);
+  }
+  return staged;
+}
+
+// The collective on staging memory.
+std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveArgs& args, Algorithm algorithm,
+                                                  const char* suffix) {
+  StagedBuffers staged =
+      stage_buffers(comm, opkind_of(args.collective), args.stream, args.device, args.sendbuf, args.send_extent,
+                    args.recvbuf, args.recv_extent, args.collective == Collective::kAlltoallv);
+  std::unique_ptr<DeviceOperation> op = std::move(staged.op);
   CollectiveArgs host = args;
   host.on_device = false;
   host.stream = nullptr;
-  host.sendbuf = nullptr;
-  host.recvbuf = nullptr;
-  if (in_place) {
-    host.sendbuf = stage + (send - lo);
-    host.recvbuf = stage + (recv - lo);
-    op->copy_in(stage, lo, union_bytes);
-    op->copy_out(recv, host.recvbuf, re);
-  } else {
-    if (se) {
-      host.sendbuf = stage;
-      op->copy_in(stage, send, se);
-    }
-    if (re) {
-      host.recvbuf = stage + send_slot;
-      // alltoallv writes only its blocks: stage what lies between them too.
-      if (args.collective == Collective::kAlltoallv) op->copy_in(host.recvbuf, recv, re);
-      op->copy_out(recv, host.recvbuf, re);
-    }
-  }
+  host.sendbuf = staged.sendbuf;
+  host.recvbuf = staged.recvbuf;
   // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
   ScheduleContext ctx = make_context(comm, tag_kind_of(args.collective), args.dtype, args.op);
   std::string description = fmt::format("{} #{} ({} x {}, {}, device{})", collective_name(args.collective),
@@ -272,6 +292,20 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
                                               args.count, datatype_name(args.dtype), algorithm->name, suffix);
   BAGUA_TRACE("posting {}", description);
   return algorithm->build(args, ctx, std::move(description));
+}
+
+std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kind, const RelaxationBuffers& buffers,
+                                                  void* stream, TagKind tag_kind, bagua_datatype_t dtype,
+                                                  bagua_redop_t op, const char* name, RelaxationBuilder build) {
+  StagedBuffers staged = stage_buffers(comm, kind, stream, buffers.device, buffers.sendbuf, buffers.bytes,
+                                       buffers.recvbuf, buffers.bytes, false);
+  // Nothing can fail from here on: the sequence number is taken in call order.
+  ScheduleContext ctx = make_context(comm, tag_kind, dtype, op);
+  std::string description = fmt::format("{} #{} ({} bytes, device)", name, ctx.sequence, buffers.bytes);
+  staged.op->set_host_operation(
+      [build = std::move(build), send = staged.sendbuf, recv = staged.recvbuf, ctx] { return build(send, recv, ctx); },
+      description);
+  return std::move(staged.op);
 }
 
 namespace {

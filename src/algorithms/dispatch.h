@@ -5,6 +5,7 @@
 // Posting and waiting are the caller's (the C API's requests and groups, or run_to_completion).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "algorithms/collective_args.h"
@@ -19,9 +20,25 @@ namespace bagua {
 // memory) with no side effect. The dispatcher calls it; the relaxations call it for their own buffers.
 void check_collective_args(const Comm& comm, CollectiveArgs& args);
 
-// The buffers of an allreduce-shaped call (a relaxation): count elements in and out, in place when equal.
-void check_allreduce_buffers(const Comm& comm, const void* sendbuf, void* recvbuf, size_t count,
-                             bagua_datatype_t dtype);
+// The buffers of an allreduce-shaped relaxation (count elements in and out, in place when equal), on either
+// memory: host memory, or device memory of one device (mixing them is INVALID_ARGUMENT).
+struct RelaxationBuffers {
+  const void* sendbuf = nullptr;
+  void* recvbuf = nullptr;
+  size_t bytes = 0;
+  bool on_device = false;
+  int device = -1;
+};
+RelaxationBuffers check_relaxation_buffers(const Comm& comm, const void* sendbuf, void* recvbuf, size_t count,
+                                           bagua_datatype_t dtype);
+// A relaxation on device memory, stream-ordered on `stream` like a collective: its buffers are staged through
+// pinned memory and its sequence number is taken now (context of tag kind, dtype, op); the communicator's proxy
+// calls build(staged send, staged recv, context) once the stream has reached the call and the input is staged
+// (so calls ordered on one stream build one after the other: a qstate's scratch serves one at a time).
+using RelaxationBuilder = std::function<std::unique_ptr<Operation>(const void*, void*, const ScheduleContext&)>;
+std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kind, const RelaxationBuffers& buffers,
+                                                  void* stream, TagKind tag_kind, bagua_datatype_t dtype,
+                                                  bagua_redop_t op, const char* name, RelaxationBuilder build);
 
 // The context of the next operation on comm: takes its sequence number, so build nothing that can fail after.
 ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op);

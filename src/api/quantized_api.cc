@@ -16,13 +16,20 @@ struct bagua_qstate {
 namespace bagua {
 namespace {
 
+// Counts a device call against its state until the call's operation is freed (destroy waits for none).
+std::shared_ptr<void> queued_on(QuantizedState* state) {
+  if (state == nullptr) return nullptr;
+  state->queued++;
+  return std::shared_ptr<void>(nullptr, [state](void*) { state->queued--; });
+}
+
 void check_float_dtype(bagua_datatype_t dtype) {
   check_dtype_in(dtype, {BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_BFLOAT16}, "quantized allreduce");
 }
 
 std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbuf, void* recvbuf, size_t count,
                                           bagua_datatype_t dtype, bagua_redop_t op, const bagua_compression_t* cfg,
-                                          bagua_qstate* state) {
+                                          bagua_qstate* state, void* stream) {
   Comm& comm = require_comm(handle);
   Codec codec = Codec::from_config(cfg);
   check_float_dtype(dtype);
@@ -30,16 +37,27 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     check_redop(op);
     fail(BAGUA_ERR_INVALID_ARGUMENT, "quantized allreduce takes BAGUA_SUM or BAGUA_AVG");
   }
-  check_allreduce_buffers(comm, sendbuf, recvbuf, count, dtype);
+  RelaxationBuffers buffers = check_relaxation_buffers(comm, sendbuf, recvbuf, count, dtype);
   if (state == nullptr && codec.error_feedback())
     fail(BAGUA_ERR_INVALID_ARGUMENT, "error feedback needs a state from bagua_qstate_create");
   if (state != nullptr) {
     if (state->comm != handle) fail(BAGUA_ERR_INVALID_ARGUMENT, "state was created for another communicator");
-    state->impl->check_matches(comm, count, dtype, codec);
+    state->impl->check_matches(comm, count, dtype, codec, !buffers.on_device);
   }
   comm.check_usable();
-  return build_quantized_allreduce(comm, QuantizedArgs{sendbuf, recvbuf, count, dtype, op}, codec,
-                                   state ? state->impl.get() : nullptr);
+  QuantizedState* impl = state ? state->impl.get() : nullptr;
+  if (buffers.on_device)
+    return make_device_relaxation(
+        comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, TagKind::kQuantized, dtype, op, "quantized_allreduce",
+        [&comm, count, dtype, op, codec, impl, in_queue = queued_on(impl)](const void* send, void* recv,
+                                                                           const ScheduleContext& ctx) {
+          if (impl && impl->busy)
+            fail(BAGUA_ERR_INVALID_USAGE,
+                 "the qstate is in use by an earlier call that has not finished "
+                 "(order a state's calls on one stream)");
+          return build_quantized_allreduce(comm, QuantizedArgs{send, recv, count, dtype, op}, codec, impl, &ctx);
+        });
+  return build_quantized_allreduce(comm, QuantizedArgs{sendbuf, recvbuf, count, dtype, op}, codec, impl);
 }
 
 }  // namespace
@@ -67,7 +85,8 @@ bagua_status_t bagua_qstate_create(bagua_comm_t comm, size_t count, bagua_dataty
 bagua_status_t bagua_qstate_destroy(bagua_qstate_t state) {
   return guarded(nullptr, "bagua_qstate_destroy", [&] {
     require_pointer(state, "state");
-    if (state->impl->busy) fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
+    if (state->impl->busy || state->impl->queued > 0)
+      fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
     delete state;
   });
 }
@@ -78,16 +97,18 @@ bagua_status_t bagua_qstate_residual(bagua_qstate_t state, float* residual, size
     require_pointer(residual, "residual");
     if (count != state->impl->count())
       fail(BAGUA_ERR_INVALID_ARGUMENT, "count {} differs from the state's {}", count, state->impl->count());
-    if (state->impl->busy) fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
+    if (state->impl->busy || state->impl->queued > 0)
+      fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
     state->impl->residual(residual);
   });
 }
 
 bagua_status_t bagua_quantized_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                          bagua_redop_t op, const bagua_compression_t* cfg, bagua_qstate_t state,
-                                         bagua_comm_t comm, void*) {
-  return guarded(comm, "bagua_quantized_allreduce",
-                 [&] { run_blocking(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state)); });
+                                         bagua_comm_t comm, void* stream) {
+  return guarded(comm, "bagua_quantized_allreduce", [&] {
+    run_blocking(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state, stream));
+  });
 }
 
 bagua_status_t bagua_iquantized_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
@@ -96,7 +117,7 @@ bagua_status_t bagua_iquantized_allreduce(const void* sendbuf, void* recvbuf, si
   return guarded(comm, "bagua_iquantized_allreduce", [&] {
     require_comm(comm);
     require_pointer(req, "req");
-    post_request(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state), req);
+    post_request(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state, nullptr), req);
   });
 }
 

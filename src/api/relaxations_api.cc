@@ -34,13 +34,20 @@ namespace {
 void check_gossip_dtype(bagua_datatype_t dtype) { check_dtype_in(dtype, {BAGUA_FLOAT32, BAGUA_FLOAT64}, "averaging"); }
 
 std::unique_ptr<Operation> make_neighbor(bagua_comm* handle, const void* sendbuf, void* recvbuf, size_t count,
-                                         bagua_datatype_t dtype, bagua_topology* topo, uint64_t step) {
+                                         bagua_datatype_t dtype, bagua_topology* topo, uint64_t step, void* stream) {
   Comm& comm = require_comm(handle);
   require_pointer(topo, "topo");
   if (topo->comm != handle) fail(BAGUA_ERR_INVALID_ARGUMENT, "topo was created for another communicator");
   check_gossip_dtype(dtype);
-  check_allreduce_buffers(comm, sendbuf, recvbuf, count, dtype);
+  RelaxationBuffers buffers = check_relaxation_buffers(comm, sendbuf, recvbuf, count, dtype);
   comm.check_usable();
+  if (buffers.on_device)  // (the topology is copied: the call may run after the caller changes or frees it)
+    return make_device_relaxation(
+        comm, BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, buffers, stream, TagKind::kNeighbor, dtype, BAGUA_SUM,
+        "neighbor_allreduce",
+        [&comm, topology = topo->impl, count, dtype, step](const void* send, void* recv, const ScheduleContext& ctx) {
+          return build_neighbor_allreduce(comm, topology, NeighborArgs{send, recv, count, dtype, step}, &ctx);
+        });
   return build_neighbor_allreduce(comm, topo->impl, NeighborArgs{sendbuf, recvbuf, count, dtype, step});
 }
 
@@ -119,9 +126,9 @@ bagua_status_t bagua_topology_destroy(bagua_topology_t topo) {
 }
 
 bagua_status_t bagua_neighbor_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
-                                        bagua_topology_t topo, uint64_t step, bagua_comm_t comm, void*) {
+                                        bagua_topology_t topo, uint64_t step, bagua_comm_t comm, void* stream) {
   return guarded(comm, "bagua_neighbor_allreduce",
-                 [&] { run_blocking(comm, make_neighbor(comm, sendbuf, recvbuf, count, dtype, topo, step)); });
+                 [&] { run_blocking(comm, make_neighbor(comm, sendbuf, recvbuf, count, dtype, topo, step, stream)); });
 }
 
 bagua_status_t bagua_ineighbor_allreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
@@ -130,7 +137,7 @@ bagua_status_t bagua_ineighbor_allreduce(const void* sendbuf, void* recvbuf, siz
   return guarded(comm, "bagua_ineighbor_allreduce", [&] {
     require_comm(comm);
     require_pointer(req, "req");
-    post_request(comm, make_neighbor(comm, sendbuf, recvbuf, count, dtype, topo, step), req);
+    post_request(comm, make_neighbor(comm, sendbuf, recvbuf, count, dtype, topo, step, nullptr), req);
   });
 }
 

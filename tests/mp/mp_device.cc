@@ -7,6 +7,9 @@
 //              BAGUA_TIMEOUT + 2 s and the error is reported by the call's request and every later call
 //   abort      abort from another thread while device work is enqueued that cannot finish
 //   limit      a call larger than BAGUA_DEVICE_MEMORY_LIMIT is a clear error with no side effect
+//   relaxations  the quantized allreduce (fp32 and fp16, in and out of place, error feedback over several calls
+//              queued on one stream without a synchronize) and the neighbor allreduce on device memory give bit
+//              for bit what the same calls give on host memory
 // Without bagua-run:
 //   threads    ranks as threads: two ranks on one stream are refused; a stream each works
 //   capture    a stream being captured into a CUDA graph is refused with no side effect (stand-in only)
@@ -233,10 +236,14 @@ void bad_arguments(bagua_comm_t comm, void* stream) {
   MP_CHECK(bagua_allreduce(b.dev, host.data(), 16, BAGUA_INT64, BAGUA_SUM, comm, stream) == BAGUA_ERR_INVALID_ARGUMENT);
   MP_CHECK(std::strstr(bagua_get_last_error(comm), "host or device") != nullptr);
   MP_CHECK(bagua_allreduce(b.dev, nullptr, 16, BAGUA_INT64, BAGUA_SUM, comm, stream) == BAGUA_ERR_INVALID_ARGUMENT);
-  // Relaxations do not take device memory yet: a clear NOT_SUPPORTED.
+  // A relaxation with one buffer on each side; asynchronous averaging, which does not take device memory yet.
   bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
-  MP_CHECK(bagua_quantized_allreduce(b.dev, b.dev, 16, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, stream) ==
-           BAGUA_ERR_NOT_SUPPORTED);
+  std::vector<float> floats(16);
+  MP_CHECK(bagua_quantized_allreduce(b.dev, floats.data(), 16, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, stream) ==
+           BAGUA_ERR_INVALID_ARGUMENT);
+  bagua_async_average_t avg = nullptr;
+  MP_CHECK(bagua_async_average_start(comm, b.dev, 16, BAGUA_FLOAT32, 0, &avg) == BAGUA_ERR_NOT_SUPPORTED);
+  MP_CHECK(avg == nullptr);
   // None of that had a side effect.
   queued_without_sync(comm, stream);
 }
@@ -434,6 +441,127 @@ int capture() {
 
 }  // namespace
 
+// The same calls on host and on device memory, byte for byte. Inputs: a different scale per rank and region.
+std::vector<uint8_t> relaxation_input(size_t count, bagua_datatype_t dtype, int step) {
+  std::vector<float> x(count);
+  for (size_t i = 0; i < count; ++i)
+    x[i] = static_cast<float>(static_cast<long long>((i * 7 + g_rank * 13 + step * 5) % 97) - 48) / 16.0f *
+           static_cast<float>(1 + (i / 700 + g_rank) % 3);
+  std::vector<uint8_t> out(count * (dtype == BAGUA_FLOAT16 ? 2 : 4));
+  if (dtype == BAGUA_FLOAT32) {
+    std::memcpy(out.data(), x.data(), out.size());
+  } else {  // every value above is exact in fp16: sixteenths of integers below 2^11
+    for (size_t i = 0; i < count; ++i) {
+      _Float16 h = static_cast<_Float16>(x[i]);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+  return out;
+}
+
+int relaxations(bagua_comm_t comm) {
+  void* stream = g_rt->create_stream(0);
+  const size_t count = 50000;
+  for (bagua_datatype_t dtype : {BAGUA_FLOAT32, BAGUA_FLOAT16}) {
+    for (bool in_place : {true, false}) {
+      bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+      cfg.error_feedback = 1;
+      cfg.chunk = 512;
+      bagua_qstate_t host_state, dev_state;
+      MP_OK(bagua_qstate_create(comm, count, dtype, &cfg, &host_state));
+      MP_OK(bagua_qstate_create(comm, count, dtype, &cfg, &dev_state));
+      const size_t bytes = count * (dtype == BAGUA_FLOAT16 ? 2 : 4);
+      const int steps = 3;
+      std::vector<std::vector<uint8_t>> host_out;
+      for (int step = 0; step < steps; ++step) {
+        std::vector<uint8_t> in = relaxation_input(count, dtype, step), out(bytes);
+        MP_OK(bagua_quantized_allreduce(in.data(), in_place ? in.data() : out.data(), count, dtype, BAGUA_AVG, &cfg,
+                                        host_state, comm, nullptr));
+        host_out.push_back(in_place ? in : out);
+      }
+      // Device: all steps queued on one stream, no synchronize in between.
+      std::vector<void*> din(steps), dout(steps);
+      std::vector<std::vector<uint8_t>> inputs(steps), got(steps, std::vector<uint8_t>(bytes));
+      for (int step = 0; step < steps; ++step) {
+        inputs[step] = relaxation_input(count, dtype, step);
+        din[step] = g_rt->alloc_device(bytes, 0);
+        dout[step] = in_place ? din[step] : g_rt->alloc_device(bytes, 0);
+        g_rt->copy_async(din[step], inputs[step].data(), bytes, stream);
+        MP_OK(bagua_quantized_allreduce(din[step], dout[step], count, dtype, BAGUA_AVG, &cfg, dev_state, comm, stream));
+        g_rt->copy_async(got[step].data(), dout[step], bytes, stream);
+      }
+      sync(stream);
+      for (int step = 0; step < steps; ++step) {
+        if (got[step] != host_out[step]) {
+          std::fprintf(stderr, "rank %d: quantized %s %s step %d: device differs from host\n", g_rank,
+                       dtype == BAGUA_FLOAT32 ? "fp32" : "fp16", in_place ? "in place" : "out of place", step);
+          return 1;
+        }
+        g_rt->free_device(din[step]);
+        if (!in_place) g_rt->free_device(dout[step]);
+      }
+      std::vector<float> rh(count), rd(count);
+      MP_OK(bagua_qstate_residual(host_state, rh.data(), count));
+      MP_OK(bagua_qstate_residual(dev_state, rd.data(), count));
+      for (size_t i = 0; i < count; ++i)
+        if (rh[i] != rd[i]) {
+          std::fprintf(stderr, "rank %d: residual [%zu] host %g device %g\n", g_rank, i, rh[i], rd[i]);
+          return 1;
+        }
+      MP_OK(bagua_qstate_destroy(host_state));
+      MP_OK(bagua_qstate_destroy(dev_state));
+    }
+  }
+  // A state with a call still queued is not freed (the stand-in holds the stream so the call cannot have run).
+  if (StandinControl* standin = standin_control()) {
+    bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+    bagua_qstate_t state;
+    MP_OK(bagua_qstate_create(comm, count, BAGUA_FLOAT32, &cfg, &state));
+    void* buf = g_rt->alloc_device(count * 4, 0);
+    standin->run_on_stream(stream, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+    MP_OK(bagua_quantized_allreduce(buf, buf, count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, state, comm, stream));
+    MP_CHECK(bagua_qstate_destroy(state) == BAGUA_ERR_INVALID_USAGE);
+    sync(stream);
+    MP_OK(bagua_barrier(comm, nullptr));  // (every rank's call has completed: its operation is freed)
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    bagua_status_t st;
+    while ((st = bagua_qstate_destroy(state)) != BAGUA_SUCCESS && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    MP_CHECK(st == BAGUA_SUCCESS);
+    g_rt->free_device(buf);
+  }
+  // Gossip, fp32 and fp64, ring.
+  bagua_topology_t topo;
+  MP_OK(bagua_topology_create(comm, BAGUA_TOPO_RING, &topo));
+  for (bagua_datatype_t dtype : {BAGUA_FLOAT32, BAGUA_FLOAT64}) {
+    const size_t elem = dtype == BAGUA_FLOAT64 ? 8 : 4, bytes = count * elem;
+    std::vector<uint8_t> host(bytes), got(bytes);
+    for (size_t i = 0; i < count; ++i) {
+      double v = static_cast<double>((i * 3 + g_rank * 17) % 101) / 8;
+      if (dtype == BAGUA_FLOAT64)
+        std::memcpy(host.data() + 8 * i, &v, 8);
+      else {
+        float f = static_cast<float>(v);
+        std::memcpy(host.data() + 4 * i, &f, 4);
+      }
+    }
+    void* dev = g_rt->alloc_device(bytes, 0);
+    g_rt->copy_async(dev, host.data(), bytes, stream);
+    sync(stream);  // (the host calls below change `host` in place)
+    for (uint64_t step = 0; step < 2; ++step) {
+      MP_OK(bagua_neighbor_allreduce(host.data(), host.data(), count, dtype, topo, step, comm, nullptr));
+      MP_OK(bagua_neighbor_allreduce(dev, dev, count, dtype, topo, step, comm, stream));
+    }
+    g_rt->copy_async(got.data(), dev, bytes, stream);
+    sync(stream);
+    MP_CHECK(got == host);
+    g_rt->free_device(dev);
+  }
+  MP_OK(bagua_topology_destroy(topo));
+  if (g_rank == 0) std::printf("relaxations on device memory equal the host calls (%s): ok\n", g_rt->name());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "semantics";
   g_rt = &device_runtime();
@@ -450,8 +578,8 @@ int main(int argc, char** argv) {
   if (mode == "failure") return failure(comm);
   if (mode == "abort") return abort_enqueued(comm);
   if (mode == "limit") return limit(comm);
-  int rc = semantics(comm);
+  int rc = mode == "relaxations" ? relaxations(comm) : semantics(comm);
   MP_OK(bagua_comm_destroy(comm));
-  if (g_rank == 0) std::printf("device semantics on %d ranks (%s): ok\n", g_size, g_rt->name());
+  if (g_rank == 0 && rc == 0) std::printf("device %s on %d ranks (%s): ok\n", mode.c_str(), g_size, g_rt->name());
   return rc;
 }

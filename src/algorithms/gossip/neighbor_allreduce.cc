@@ -66,8 +66,9 @@ void gossip_rounds(Schedule& s, const Topology& topology, const std::vector<int>
 
 }  // namespace
 
-std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& a) {
-  ScheduleContext ctx = make_context(comm, TagKind::kNeighbor, a.dtype, BAGUA_SUM);
+std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& a,
+                                                    const ScheduleContext* taken) {
+  ScheduleContext ctx = taken ? *taken : make_context(comm, TagKind::kNeighbor, a.dtype, BAGUA_SUM);
   auto s = std::make_unique<Schedule>(ctx);
   std::string description =
       fmt::format("neighbor_allreduce #{} ({} x {}, {}{}, step {})", ctx.sequence, a.count, datatype_name(a.dtype),

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "algorithms/gossip/topology.h"
+#include "algorithms/schedule.h"
 #include "core/comm.h"
 #include "core/operation.h"
 
@@ -20,6 +21,8 @@ struct NeighborArgs {
   uint64_t step;
 };
 
-std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& args);
+// taken: a context whose sequence number the caller took already (the device path), else one is taken here.
+std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& args,
+                                                    const ScheduleContext* taken = nullptr);
 
 }  // namespace bagua

@@ -71,7 +71,8 @@ QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t 
   }
 }
 
-void QuantizedState::check_matches(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec) const {
+void QuantizedState::check_matches(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec,
+                                   bool check_busy) const {
   if (&comm != comm_) fail(BAGUA_ERR_INVALID_ARGUMENT, "state was created for another communicator");
   if (count != count_ || dtype != dtype_)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "state was created for {} x {}, not {} x {}", count_, datatype_name(dtype_), count,
@@ -80,7 +81,7 @@ void QuantizedState::check_matches(const Comm& comm, size_t count, bagua_datatyp
       codec.chunk() != codec_.chunk() || codec.error_feedback() != codec_.error_feedback() ||
       codec.hierarchical() != codec_.hierarchical())
     fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg differs from the one the state was created with");
-  if (busy) fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
+  if (check_busy && busy) fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
 }
 
 void QuantizedState::residual(float* out) const {
@@ -200,7 +201,7 @@ struct QuantizedWork {
 }  // namespace
 
 std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const QuantizedArgs& a, const Codec& codec,
-                                                     QuantizedState* state) {
+                                                     QuantizedState* state, const ScheduleContext* taken) {
   auto w = std::make_shared<QuantizedWork>();
   w->codec = codec;
   w->group = state ? state->group() : QuantizedGroup::of(comm, codec.hierarchical());
@@ -212,7 +213,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   w->avg = a.op == BAGUA_AVG;
   const QuantizedGroup& grp = w->group;
   auto context = [&] {  // taken last: nothing may fail after this rank has used up a sequence number
-    return make_context(comm, TagKind::kQuantized, a.dtype, a.op);
+    return taken ? *taken : make_context(comm, TagKind::kQuantized, a.dtype, a.op);
   };
   auto describe = [&](uint64_t sequence) {
     return fmt::format("quantized_allreduce #{} ({} x {}, {}{})", sequence, a.count, datatype_name(a.dtype),

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "algorithms/quantized/codec.h"
+#include "algorithms/schedule.h"
 #include "core/comm.h"
 #include "core/operation.h"
 
@@ -42,8 +43,10 @@ class QuantizedState {
   // Whether this rank compresses with error feedback (false for a hierarchical non-leader: its input reaches its
   // leader at full precision).
   bool uses_error_feedback() const { return worker_error_ptr_ != nullptr; }
-  // Throws INVALID_ARGUMENT unless the call matches what the state was created for.
-  void check_matches(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec) const;
+  // Throws INVALID_ARGUMENT unless the call matches what the state was created for; INVALID_USAGE while an
+  // operation uses it (check_busy: host calls; a device call is checked when its operation is built).
+  void check_matches(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec,
+                     bool check_busy = true) const;
   void residual(float* out) const;
   size_t count() const { return count_; }
 
@@ -53,6 +56,7 @@ class QuantizedState {
   uint64_t next_step() { return step_++; }
   std::vector<uint8_t>& scratch() { return scratch_; }
   std::atomic<bool> busy{false};  // an operation using this state is in flight (cleared by whichever thread frees it)
+  std::atomic<int> queued{0};     // device calls enqueued with this state and not yet freed
 
  private:
   const Comm* comm_;
@@ -76,8 +80,9 @@ struct QuantizedArgs {
   bagua_redop_t op;  // SUM or AVG
 };
 
-// Builds the operation (arguments already validated). state may be NULL (no error feedback).
+// Builds the operation (arguments already validated). state may be NULL (no error feedback). taken: a context
+// whose sequence number the caller took already (the device path), else one is taken here.
 std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const QuantizedArgs& args, const Codec& codec,
-                                                     QuantizedState* state);
+                                                     QuantizedState* state, const ScheduleContext* taken = nullptr);
 
 }  // namespace bagua
