@@ -52,13 +52,6 @@ void CallMemory::add(const void* buf, size_t bytes, const char* name) {
   device_ = device;
 }
 
-void check_host_buffer(const void* buf, size_t bytes, const char* name) {
-  CallMemory memory;
-  memory.add(buf, bytes, name);
-  if (memory.on_device())
-    fail(BAGUA_ERR_NOT_SUPPORTED, "{} is CUDA device memory, which this call does not support yet", name);
-}
-
 void check_rank(const Comm& comm, int rank, const char* what) {
   if (rank < 0 || rank >= comm.size())
     fail(BAGUA_ERR_INVALID_ARGUMENT, "{} {} is outside [0, {})", what, rank, comm.size());

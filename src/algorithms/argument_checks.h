@@ -34,8 +34,6 @@ class CallMemory {
   const char* first_ = nullptr;  // the first buffer counted
   int device_ = -1;
 };
-// A buffer of a call that takes host memory only: NULL with bytes > 0, or device memory, is refused.
-void check_host_buffer(const void* buf, size_t bytes, const char* name);
 void check_rank(const Comm& comm, int rank, const char* what);
 bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes);
 

@@ -9,6 +9,7 @@
 #include "algorithms/gossip/topology.h"
 #include "api/api_guard.h"
 #include "api/op_helpers.h"
+#include "kernels/device_runtime.h"
 #include "kernels/dtype.h"
 #include "kernels/memory_type.h"
 
@@ -32,6 +33,21 @@ namespace bagua {
 namespace {
 
 void check_gossip_dtype(bagua_datatype_t dtype) { check_dtype_in(dtype, {BAGUA_FLOAT32, BAGUA_FLOAT64}, "averaging"); }
+
+// The device a buffer lives on, or -1 for host memory (NULL with bytes refused).
+int device_of(const void* buf, size_t bytes, const char* name) {
+  CallMemory memory;
+  memory.add(buf, bytes, name);
+  return memory.on_device() ? memory.device() : -1;
+}
+
+// A synchronous copy between host and device memory, after the legacy default stream's earlier work and before
+// its later work (the synchronous calls' ordering on device memory).
+void copy_ordered(void* dst, const void* src, size_t bytes, const Comm& comm) {
+  if (bytes == 0) return;
+  device_runtime().copy_async(dst, src, bytes, nullptr);
+  device_runtime().synchronize(nullptr, comm.config().timeout_ms);
+}
 
 std::unique_ptr<Operation> make_neighbor(bagua_comm* handle, const void* sendbuf, void* recvbuf, size_t count,
                                          bagua_datatype_t dtype, bagua_topology* topo, uint64_t step, void* stream) {
@@ -147,7 +163,13 @@ bagua_status_t bagua_lpdec_create(bagua_comm_t comm, size_t count, const bagua_c
     Comm& c = require_comm(comm);
     require_pointer(lpdec, "lpdec");
     Codec codec = Codec::from_config(cfg);
-    check_host_buffer(initial, checked_bytes(count, BAGUA_FLOAT32, "count"), "initial");
+    const size_t bytes = checked_bytes(count, BAGUA_FLOAT32, "count");
+    std::vector<float> staged;
+    if (device_of(initial, bytes, "initial") >= 0) {  // the replicas live on the host; start from a copy
+      staged.resize(count);
+      copy_ordered(staged.data(), initial, bytes, c);
+      initial = staged.data();
+    }
     c.check_usable();
     auto made = std::make_unique<bagua_lpdec>();
     made->comm = comm;
@@ -160,9 +182,15 @@ bagua_status_t bagua_lpdec_step(bagua_lpdec_t lpdec, float* x) {
   bagua_comm* handle = lpdec ? lpdec->comm : nullptr;
   return guarded(handle, "bagua_lpdec_step", [&] {
     require_pointer(lpdec, "lpdec");
-    check_host_buffer(x, lpdec->impl->count() * sizeof(float), "x");
-    require_comm(lpdec->comm).check_usable();
-    lpdec->impl->step(x);
+    const size_t bytes = lpdec->impl->count() * sizeof(float);
+    Comm& c = require_comm(lpdec->comm);
+    const bool on_device = device_of(x, bytes, "x") >= 0;
+    c.check_usable();
+    if (!on_device) return lpdec->impl->step(x);
+    std::vector<float> staged(lpdec->impl->count());  // a host image of x, stepped and copied back
+    copy_ordered(staged.data(), x, bytes, c);
+    lpdec->impl->step(staged.data());
+    copy_ordered(x, staged.data(), bytes, c);
   });
 }
 
@@ -174,7 +202,10 @@ bagua_status_t bagua_lpdec_replica(bagua_lpdec_t lpdec, int which, float* out, s
     if (count != lpdec->impl->count())
       fail(BAGUA_ERR_INVALID_ARGUMENT, "count {} differs from the lpdec's {}", count, lpdec->impl->count());
     const auto& replica = lpdec->impl->replica(which);
-    std::copy(replica.begin(), replica.end(), out);
+    if (device_of(out, count * sizeof(float), "out") >= 0)
+      copy_ordered(out, replica.data(), count * sizeof(float), require_comm(lpdec->comm));
+    else
+      std::copy(replica.begin(), replica.end(), out);
   });
 }
 
@@ -191,12 +222,12 @@ bagua_status_t bagua_async_average_start(bagua_comm_t comm, void* buf, size_t co
     Comm& c = require_comm(comm);
     require_pointer(handle, "handle");
     check_gossip_dtype(dtype);
-    check_host_buffer(buf, checked_bytes(count, dtype, "count"), "buf");
+    const int device = device_of(buf, checked_bytes(count, dtype, "count"), "buf");
     if (interval_ms < 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "interval_ms {} is negative", interval_ms);
     std::unique_ptr<Comm> own = c.split(0, c.rank());  // collective on comm
     auto made = std::make_unique<bagua_async_average>();
     made->parent = comm;
-    made->impl = std::make_unique<AsyncAverager>(std::move(own), buf, count, dtype, interval_ms);
+    made->impl = std::make_unique<AsyncAverager>(std::move(own), buf, count, dtype, interval_ms, device);
     *handle = made.release();
   });
 }

@@ -8,8 +8,9 @@
 //   abort      abort from another thread while device work is enqueued that cannot finish
 //   limit      a call larger than BAGUA_DEVICE_MEMORY_LIMIT is a clear error with no side effect
 //   relaxations  the quantized allreduce (fp32 and fp16, in and out of place, error feedback over several calls
-//              queued on one stream without a synchronize) and the neighbor allreduce on device memory give bit
-//              for bit what the same calls give on host memory
+//              queued on one stream without a synchronize), the neighbor allreduce and low-precision
+//              decentralized SGD on device memory give bit for bit what the same calls give on host memory;
+//              asynchronous averaging of a device buffer reaches the exact average
 // Without bagua-run:
 //   threads    ranks as threads: two ranks on one stream are refused; a stream each works
 //   capture    a stream being captured into a CUDA graph is refused with no side effect (stand-in only)
@@ -236,14 +237,11 @@ void bad_arguments(bagua_comm_t comm, void* stream) {
   MP_CHECK(bagua_allreduce(b.dev, host.data(), 16, BAGUA_INT64, BAGUA_SUM, comm, stream) == BAGUA_ERR_INVALID_ARGUMENT);
   MP_CHECK(std::strstr(bagua_get_last_error(comm), "host or device") != nullptr);
   MP_CHECK(bagua_allreduce(b.dev, nullptr, 16, BAGUA_INT64, BAGUA_SUM, comm, stream) == BAGUA_ERR_INVALID_ARGUMENT);
-  // A relaxation with one buffer on each side; asynchronous averaging, which does not take device memory yet.
+  // A relaxation with one buffer on each side.
   bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
   std::vector<float> floats(16);
   MP_CHECK(bagua_quantized_allreduce(b.dev, floats.data(), 16, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, stream) ==
            BAGUA_ERR_INVALID_ARGUMENT);
-  bagua_async_average_t avg = nullptr;
-  MP_CHECK(bagua_async_average_start(comm, b.dev, 16, BAGUA_FLOAT32, 0, &avg) == BAGUA_ERR_NOT_SUPPORTED);
-  MP_CHECK(avg == nullptr);
   // None of that had a side effect.
   queued_without_sync(comm, stream);
 }
@@ -558,6 +556,69 @@ int relaxations(bagua_comm_t comm) {
     g_rt->free_device(dev);
   }
   MP_OK(bagua_topology_destroy(topo));
+  // Low-precision decentralized SGD: weights, replicas and steps on device memory equal those on host memory.
+  {
+    const size_t n = 20000;
+    std::vector<float> w(n), got(n), replica_host(n), replica_dev(n);
+    for (size_t i = 0; i < n; ++i)
+      w[i] = static_cast<float>(static_cast<long long>((i * 11 + g_rank * 7) % 64) - 32) / 8;
+    void* dw = g_rt->alloc_device(n * 4, 0);
+    void* dreplica = g_rt->alloc_device(n * 4, 0);
+    g_rt->copy_async(dw, w.data(), n * 4, nullptr);
+    sync(nullptr);
+    bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+    bagua_lpdec_t host_lpdec, dev_lpdec;
+    MP_OK(bagua_lpdec_create(comm, n, &cfg, w.data(), &host_lpdec));
+    MP_OK(bagua_lpdec_create(comm, n, &cfg, static_cast<float*>(dw), &dev_lpdec));
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < n; ++i) w[i] -= 0.25f * static_cast<float>((i + step) % 5);
+      g_rt->copy_async(got.data(), dw, n * 4, nullptr);  // the device weights, updated the same way
+      sync(nullptr);
+      for (size_t i = 0; i < n; ++i) got[i] -= 0.25f * static_cast<float>((i + step) % 5);
+      g_rt->copy_async(dw, got.data(), n * 4, nullptr);
+      sync(nullptr);
+      MP_OK(bagua_lpdec_step(host_lpdec, w.data()));
+      MP_OK(bagua_lpdec_step(dev_lpdec, static_cast<float*>(dw)));
+    }
+    g_rt->copy_async(got.data(), dw, n * 4, nullptr);
+    sync(nullptr);
+    MP_CHECK(got == w);
+    MP_OK(bagua_lpdec_replica(host_lpdec, -1, replica_host.data(), n));
+    MP_OK(bagua_lpdec_replica(dev_lpdec, -1, static_cast<float*>(dreplica), n));
+    g_rt->copy_async(replica_dev.data(), dreplica, n * 4, nullptr);
+    sync(nullptr);
+    MP_CHECK(replica_dev == replica_host);
+    MP_OK(bagua_lpdec_destroy(host_lpdec));
+    MP_OK(bagua_lpdec_destroy(dev_lpdec));
+    g_rt->free_device(dw);
+    g_rt->free_device(dreplica);
+  }
+  // Asynchronous averaging of a device buffer: with no updates, rounds make every rank's buffer the average
+  // (ranks' values are small integers: the average (n - 1) / 2 and each step are exact).
+  {
+    const size_t n = 4096;
+    std::vector<float> x(n, static_cast<float>(g_rank)), got(n);
+    void* dx = g_rt->alloc_device(n * 4, 0);
+    g_rt->copy_async(dx, x.data(), n * 4, nullptr);
+    sync(nullptr);
+    bagua_async_average_t avg;
+    MP_OK(bagua_async_average_start(comm, dx, n, BAGUA_FLOAT32, 0, &avg));
+    uint64_t rounds = 0;
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (rounds < 3 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      MP_OK(bagua_async_average_stats(avg, &rounds));
+    }
+    MP_CHECK(rounds >= 3);
+    MP_OK(bagua_async_average_lock(avg));  // a read of the buffer that must not tear
+    g_rt->copy_async(got.data(), dx, n * 4, nullptr);
+    sync(nullptr);
+    MP_OK(bagua_async_average_unlock(avg));
+    MP_OK(bagua_async_average_stop(avg));
+    const float mean = static_cast<float>(g_size - 1) / 2;
+    for (float v : got) MP_CHECK(v == mean);
+    g_rt->free_device(dx);
+  }
   if (g_rank == 0) std::printf("relaxations on device memory equal the host calls (%s): ok\n", g_rt->name());
   return 0;
 }

@@ -10,9 +10,21 @@
 namespace bagua {
 
 AsyncAverager::AsyncAverager(std::unique_ptr<Comm> comm, void* buf, size_t count, bagua_datatype_t dtype,
-                             int interval_ms)
-    : comm_(std::move(comm)), buf_(buf), count_(count), dtype_(dtype), interval_ms_(interval_ms) {
+                             int interval_ms, int device)
+    : comm_(std::move(comm)), buf_(buf), count_(count), dtype_(dtype), interval_ms_(interval_ms), device_(device) {
+  if (device_ >= 0) stream_ = device_runtime().create_stream(device_);
   thread_ = std::thread([this] { run(); });
+}
+
+void AsyncAverager::read_buf(void* host, size_t bytes) {
+  if (device_ < 0) return static_cast<void>(std::memcpy(host, buf_, bytes));
+  device_runtime().copy_async(host, buf_, bytes, stream_);
+  device_runtime().synchronize(stream_, comm_->config().timeout_ms);
+}
+
+void AsyncAverager::write_buf(const void* host, size_t bytes) {
+  device_runtime().copy_async(buf_, host, bytes, stream_);
+  device_runtime().synchronize(stream_, comm_->config().timeout_ms);
 }
 
 AsyncAverager::~AsyncAverager() {
@@ -24,6 +36,7 @@ AsyncAverager::~AsyncAverager() {
     wake_.notify_all();
     thread_.join();
   }
+  if (stream_ != nullptr) device_runtime().destroy_stream(stream_);
 }
 
 void AsyncAverager::lock() {
@@ -44,13 +57,20 @@ template <typename T>
 void AsyncAverager::average_round(std::vector<T>& snapshot, std::vector<T>& sum, bool& stop_all) {
   {
     std::lock_guard<std::mutex> guard(user_mutex_);
-    std::memcpy(snapshot.data(), buf_, count_ * sizeof(T));
+    read_buf(snapshot.data(), count_ * sizeof(T));
   }
   snapshot[count_] = stop_requested_.load() ? T(1) : T(0);  // this rank's stop vote
   allreduce_now(*comm_, snapshot.data(), sum.data(), count_ + 1, dtype_, BAGUA_SUM);
   stop_all = sum[count_] > T(0);
   const T n = static_cast<T>(comm_->size());
   std::lock_guard<std::mutex> guard(user_mutex_);
+  if (device_ >= 0) {  // the same update on a host image of the device buffer
+    std::vector<T> x(count_);
+    read_buf(x.data(), count_ * sizeof(T));
+    for (size_t i = 0; i < count_; ++i) x[i] += sum[i] / n - snapshot[i];
+    write_buf(x.data(), count_ * sizeof(T));
+    return;
+  }
   T* x = static_cast<T*>(buf_);
   for (size_t i = 0; i < count_; ++i) x[i] += sum[i] / n - snapshot[i];  // keeps the caller's updates since
 }
@@ -58,6 +78,10 @@ void AsyncAverager::average_round(std::vector<T>& snapshot, std::vector<T>& sum,
 void AsyncAverager::run() {
   set_log_rank(comm_->rank());
   try {
+    if (device_ >= 0) {
+      device_runtime().enter_library_thread();
+      device_runtime().set_device(device_);
+    }
     std::vector<float> sf, rf;
     std::vector<double> sd, rd;
     if (dtype_ == BAGUA_FLOAT64)

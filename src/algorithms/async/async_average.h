@@ -13,12 +13,16 @@
 #include <vector>
 
 #include "core/comm.h"
+#include "kernels/device_runtime.h"
 
 namespace bagua {
 
 class AsyncAverager {
  public:
-  AsyncAverager(std::unique_ptr<Comm> comm, void* buf, size_t count, bagua_datatype_t dtype, int interval_ms);
+  // device >= 0: buf is device memory of that device, read and written by the averaging thread's own stream under
+  // the lock (the caller's stream work on buf must be done before it unlocks).
+  AsyncAverager(std::unique_ptr<Comm> comm, void* buf, size_t count, bagua_datatype_t dtype, int interval_ms,
+                int device = -1);
   ~AsyncAverager();
   // The caller's guard around its updates. unlock() by a thread that does not hold it, or stop() while
   // holding it, is refused (INVALID_USAGE): stop() would wait forever for the averaging thread.
@@ -32,12 +36,17 @@ class AsyncAverager {
   void run();
   template <typename T>
   void average_round(std::vector<T>& snapshot, std::vector<T>& sum, bool& stop_all);
+  // buf to or from host memory: a memcpy, or a copy on the thread's stream for a device buffer.
+  void read_buf(void* host, size_t bytes);
+  void write_buf(const void* host, size_t bytes);
 
   std::unique_ptr<Comm> comm_;
   void* buf_;
   size_t count_;
   bagua_datatype_t dtype_;
   int interval_ms_;
+  int device_ = -1;
+  void* stream_ = nullptr;  // device buf: the averaging thread's stream
   std::mutex user_mutex_;
   std::atomic<std::thread::id> holder_{};
   std::mutex wake_mutex_;
