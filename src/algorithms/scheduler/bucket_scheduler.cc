@@ -154,11 +154,11 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
     for (const Tensor& t : made) {
       float* replica = replica_self_.data() + t.spec.state_offset;
       if (stream_)
-        device_runtime().copy_async(replica, t.data, t.bytes, stream_);
+        device_runtime().copy_async(replica, t.data, t.bytes, nullptr);  // after the caller's initialisation
       else
         std::memcpy(replica, t.data, t.bytes);
     }
-    if (stream_) device_runtime().synchronize(stream_, comm_->config().timeout_ms);
+    if (stream_) device_runtime().synchronize(nullptr, comm_->config().timeout_ms);
     if (config_.compression.error_feedback) replica_error_.assign(count, 0.0f);
     LpdecSlice all;
     all.count = count;
@@ -184,6 +184,10 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
     tuner_ = std::make_unique<BucketTuner>(bucket_bytes_, kMinTunedBucket, top, try_hierarchy, try_hierarchy);
     tuning_active_ = true;
     if (try_hierarchy) hierarchy_ = Hierarchy::kHierarchical;
+  }
+  if (hierarchy_ == Hierarchy::kHierarchical && !hierarchy_applies()) {  // HIERARCHICAL_ON where it cannot apply
+    BAGUA_INFO("bucket scheduler: hierarchical communication does not apply to this layout; flat");
+    hierarchy_ = Hierarchy::kFlat;
   }
   apply_layout(bucket_bytes_, hierarchy_);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -224,6 +228,10 @@ void BucketScheduler::apply_layout(size_t bucket_bytes, Hierarchy hierarchy) {
       b.qstate = std::make_unique<QuantizedState>(*comm_, b.spec.count, b.spec.dtype, c,
                                                   err->second.data() + b.spec.state_offset, steps_);
   }
+  // Freeing page-locked memory (cudaFreeHost) waits for the whole device, which may hold a caller's stream that
+  // waits on this thread: retired staging is kept until the scheduler is destroyed.
+  for (Bucket& old : buckets_)
+    if (old.staging) retired_staging_.push_back(std::move(old.staging));
   buckets_ = std::move(buckets);
   if (config_.algorithm == BAGUA_BUCKET_DECENTRALIZED) {
     const bool hier = hierarchy_ == Hierarchy::kHierarchical;

@@ -163,6 +163,7 @@ class BucketScheduler {
 
   // The scheduler's thread (and, before it starts steps, registration).
   std::vector<Bucket> buckets_;
+  std::vector<std::unique_ptr<MappedBuffer>> retired_staging_;
   size_t bucket_bytes_ = 0;
   Hierarchy hierarchy_ = Hierarchy::kAuto;
   uint64_t steps_ = 0;
