@@ -433,6 +433,23 @@ int errors(bagua_comm_t comm) {
     for (int r = 0; r < g_size; ++r) want += value_of(r, 0, 3, i, BAGUA_FLOAT32);
     MP_CHECK(m.f32(3)[i] == static_cast<float>(want / g_size));
   }
+  // A step the thread has finished before wait: its calls are refused (they would reach the next step's slot).
+  for (int t = 0; t < 4; ++t) MP_OK(bagua_scheduler_mark_ready(s, t, nullptr));
+  {
+    bagua_scheduler_info_t done;
+    done.size = sizeof done;
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    do {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      MP_OK(bagua_scheduler_get_info(s, &done));
+    } while (done.steps < 2 && Clock::now() < deadline);
+    MP_CHECK(done.steps == 2);
+  }
+  EXPECT_STATUS(bagua_scheduler_mark_ready(s, 0, nullptr), BAGUA_ERR_INVALID_USAGE);
+  MP_CHECK(std::strstr(bagua_get_last_error(nullptr), "call wait first") != nullptr);
+  EXPECT_STATUS(bagua_scheduler_skip_step(s), BAGUA_ERR_INVALID_USAGE);
+  EXPECT_STATUS(bagua_scheduler_set_bucket_bytes(s, 1 << 20), BAGUA_ERR_INVALID_USAGE);
+  MP_OK(bagua_scheduler_wait(s, nullptr));
   EXPECT_STATUS(bagua_scheduler_set_bucket_bytes(s, 0), BAGUA_ERR_INVALID_ARGUMENT);
   bagua_scheduler_info_t info;
   info.size = 8;

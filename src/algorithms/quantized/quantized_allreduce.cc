@@ -81,7 +81,8 @@ void QuantizedState::check_matches(const Comm& comm, size_t count, bagua_datatyp
       codec.chunk() != codec_.chunk() || codec.error_feedback() != codec_.error_feedback() ||
       codec.hierarchical() != codec_.hierarchical())
     fail(BAGUA_ERR_INVALID_ARGUMENT, "cfg differs from the one the state was created with");
-  if (check_busy && busy) fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
+  if (check_busy && (busy || queued > 0))  // (a host call must not share it with a queued device call)
+    fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
 }
 
 void QuantizedState::residual(float* out) const {

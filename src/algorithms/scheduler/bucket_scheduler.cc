@@ -269,6 +269,13 @@ void BucketScheduler::wait_for_thread(std::unique_lock<std::mutex>& lock, Pred p
   failure_message_ = "a step did not finish within the timeout of each of its buckets";
 }
 
+// The thread may finish a step before the caller's wait: until that wait, the step's calls are refused alike on
+// every rank (they would land in the next step's slot on a fast rank only).
+void BucketScheduler::check_step_not_finished(const char* what) const {
+  if (done_generation_ > generation_)
+    fail(BAGUA_ERR_INVALID_USAGE, "{}: this step is complete (every tensor was marked); call wait first", what);
+}
+
 void BucketScheduler::mark(int tensor, Mark kind, void* event) {
   const char* what = kind == Mark::kReady ? "mark_ready" : "mark_unused";
   {
@@ -282,6 +289,7 @@ void BucketScheduler::mark(int tensor, Mark kind, void* event) {
     // This step's slot was step g - 2's: wait until the thread is done with that one (device tensors only).
     wait_for_thread(lock, [&] { return done_generation_ + 1 >= generation_; });
     if (failed_) throw_failure();
+    check_step_not_finished(what);
     StepSlot& slot = slots_[generation_ % 2];
     if (slot.skipped) fail(BAGUA_ERR_INVALID_USAGE, "{}: this step was skipped; wait ends it", what);
     if (slot.marks[tensor] != Mark::kNone)
@@ -302,6 +310,7 @@ void BucketScheduler::skip_step() {
     if (!registered_) fail(BAGUA_ERR_INVALID_USAGE, "skip_step before bagua_scheduler_register");
     wait_for_thread(lock, [&] { return done_generation_ + 1 >= generation_; });
     if (failed_) throw_failure();
+    check_step_not_finished("skip_step");
     StepSlot& slot = slots_[generation_ % 2];
     if (slot.open) fail(BAGUA_ERR_INVALID_USAGE, "skip_step after tensors of this step were marked");
     slot.skipped = slot.open = true;
@@ -358,6 +367,7 @@ void BucketScheduler::set_bucket_bytes(size_t bytes) {
   if (failed_) throw_failure();
   if (registered_ && slots_[generation_ % 2].open)
     fail(BAGUA_ERR_INVALID_USAGE, "set_bucket_bytes during a step: call it between wait and the next mark");
+  check_step_not_finished("set_bucket_bytes");
   pending_bucket_bytes_ = bytes;
   pending_generation_ = generation_;
 }

@@ -135,6 +135,7 @@ class BucketScheduler {
   void quantized_bucket(Bucket& b, void* data, bagua_redop_t op);
   bool bucket_ready(const Bucket& b, const StepSlot& slot) const;
   void check_tensor(int tensor, const char* what) const;
+  void check_step_not_finished(const char* what) const;
   [[noreturn]] void throw_failure() const;
   bool hierarchy_applies() const;
   const char* allreduce_algorithm() const;
