@@ -12,6 +12,10 @@ namespace bagua {
 // x86 keeps an operand's bits: every kernel output that arithmetic can make NaN goes through this.
 BAGUA_HD inline float canonical_float(float x) { return x != x ? bits_float(0x7fc00000u) : x; }
 
+// A chunk's min and max are written with +0 for either zero: reductions in different orders (lanes, threads) may
+// keep either sign when both occur, and the grid does not depend on it.
+BAGUA_HD inline float unsigned_zero(float x) { return x == 0.0f ? 0.0f : x; }
+
 BAGUA_HD inline uint64_t splitmix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;

@@ -1,7 +1,5 @@
 // The other compressed formats on the CPU: the fused owner step for min-max, BAGUA's MinMaxUInt8 layout,
 // sign compression with scale, and casts. Layouts in docs/formats.md.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/quantize_simd.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/half.h"
 #include "kernels/quantize.h"
@@ -105,59 +104,27 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) double sign_sum_squ
   return sum;
 }
 
-// The reductions' choice (BAGUA_CPU_KERNELS=scalar or avx2 turns these paths off too).
-bool sign_avx512() { return cpu_kernels() == CpuKernels::kAvx512; }
-
-__attribute__((target("avx512f"))) inline __m512 canonical_avx512(__m512 v) {
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v,
-                              _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
-}
-
-// Sixteen elements per step: the sign mask is two bytes of the output, LSB first.
-__attribute__((target("avx512f,avx512bw"))) size_t sign_pack_avx512(const float* x, float* e, size_t len, float scale,
-                                                                    uint8_t* bits) {
-  const __m512 zero = _mm512_setzero_ps(), pos = _mm512_set1_ps(scale), neg = _mm512_set1_ps(-scale);
-  size_t i = 0;
-  for (; i + 16 <= len; i += 16) {
-    __m512 t = _mm512_loadu_ps(x + i);
-    if (e) t = _mm512_add_ps(t, _mm512_loadu_ps(e + i));
-    __mmask16 positive = _mm512_cmp_ps_mask(t, zero, _CMP_NLT_UQ);  // !(t < 0): 0 and NaN count as +
-    if (e) _mm512_storeu_ps(e + i, canonical_avx512(_mm512_sub_ps(t, _mm512_mask_blend_ps(positive, neg, pos))));
-    uint16_t m = positive;
-    std::memcpy(bits + i / 8, &m, 2);
-  }
-  return i;
-}
-
-template <bool kAccumulate>
-__attribute__((target("avx512f,avx512bw"))) size_t sign_expand_avx512(const uint8_t* bits, size_t len, float scale,
-                                                                      float* x) {
-  const __m512 pos = _mm512_set1_ps(scale), neg = _mm512_set1_ps(-scale);
-  size_t i = 0;
-  for (; i + 16 <= len; i += 16) {
-    uint16_t m;
-    std::memcpy(&m, bits + i / 8, 2);
-    __m512 v = _mm512_mask_blend_ps(m, neg, pos);
-    if constexpr (kAccumulate) v = _mm512_add_ps(_mm512_loadu_ps(x + i), v);
-    _mm512_storeu_ps(x + i, canonical_avx512(v));
-  }
-  return i;
-}
-
 }  // namespace
 
 void sign_compress(const float* x, size_t count, size_t chunk, float* error, uint8_t* out) {
-  const bool fast = sign_avx512();
+  const VectorLoops* loops = vector_loops();
+  double sums[4];
+  size_t summed_from = 0, summed_to = 0;  // chunks whose sums are in sums[], by first element
   for (size_t begin = 0; begin < count; begin += chunk) {
     size_t len = std::min(chunk, count - begin);
     const float* xc = x + begin;
     float* ec = error ? error + begin : nullptr;
-    float scale =
-        canonical_float(static_cast<float>(std::sqrt(sign_sum_squares(xc, ec, len) / static_cast<double>(len))));
+    if (loops && begin >= summed_to && count - begin >= 4 * chunk) {  // four full chunks at once
+      loops->sign_sum_squares4(xc, ec, chunk, sums);
+      summed_from = begin;
+      summed_to = begin + 4 * chunk;
+    }
+    double sum = begin < summed_to ? sums[(begin - summed_from) / chunk] : sign_sum_squares(xc, ec, len);
+    float scale = canonical_float(static_cast<float>(std::sqrt(sum / static_cast<double>(len))));
     std::memcpy(out, &scale, 4);
     size_t used = (len + 7) / 8, bytes = round_up(used, 4);
     std::memset(out + 4, 0, bytes);
-    size_t done = fast ? sign_pack_avx512(xc, ec, len, scale, out + 4) : 0;
+    size_t done = loops ? loops->sign_pack(xc, ec, len, scale, out + 4) : 0;
     for (size_t i = done; i < len; ++i) {  // the rest, LSB first
       float t = xc[i] + (ec ? ec[i] : 0.0f);
       bool positive = !(t < 0.0f);  // sign(0) = +1; NaN counts as +1
@@ -171,14 +138,14 @@ void sign_compress(const float* x, size_t count, size_t chunk, float* error, uin
 namespace {
 template <bool kAccumulate>
 void sign_expand(const uint8_t* in, size_t count, size_t chunk, float* x) {
-  const bool fast = sign_avx512();
+  const VectorLoops* loops = vector_loops();
   for (size_t begin = 0; begin < count; begin += chunk) {
     size_t len = std::min(chunk, count - begin);
     float scale;
     std::memcpy(&scale, in, 4);
     const float values[2] = {canonical_float(-scale), canonical_float(scale)};
     float* xc = x + begin;
-    size_t done = fast ? sign_expand_avx512<kAccumulate>(in + 4, len, scale, xc) : 0;
+    size_t done = loops ? loops->sign_expand(in + 4, len, scale, xc, kAccumulate) : 0;
     for (size_t i = done; i < len; ++i) {
       float v = values[(in[4 + i / 8] >> (i % 8)) & 1u];
       if constexpr (kAccumulate)

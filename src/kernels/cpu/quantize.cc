@@ -1,20 +1,15 @@
 // CPU reference for docs/formats.md "minmax v1". Per chunk: one pass for min/max (the chunk stays in L1),
-// one pass to quantize and pack. Hot loops are compiled for AVX-512, AVX2 and the baseline (target_clones);
-// all give the same bits (no contraction, no fast-math).
+// one pass to quantize and pack. The portable loops are compiled for AVX-512, AVX2 and the baseline
+// (target_clones); with AVX-512 or AVX2 hand-written loops (quantize_simd.h) do the bulk of each chunk. All give
+// the same bits (no contraction, no fast-math).
 #include "kernels/quantize.h"
-
-// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm512_undefined_* helpers.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "base/error.h"
+#include "kernels/cpu/quantize_simd.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/half.h"
 #include "kernels/quantize_math.h"
@@ -114,59 +109,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void min_max(const 
   *finite = any_bad == 0;
 }
 
-// AVX-512 fast paths for the common case (fp32 chunk min/max, 8-bit nearest codes). Same operations in the
-// same order as the portable loops, so the same bits.
-// The reductions' choice (BAGUA_CPU_KERNELS=scalar or avx2 turns these paths off too).
-bool avx512_available() { return cpu_kernels() == CpuKernels::kAvx512; }
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void min_max_avx512(const float* v, size_t len, float* lo,
-                                                                         float* hi, bool* finite) {
-  __m512 mn = _mm512_set1_ps(std::numeric_limits<float>::infinity());
-  __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const __m512i exponent = _mm512_set1_epi32(0x7f800000);
-  __mmask16 bad = 0;
-  size_t i = 0;
-  for (; i + 16 <= len; i += 16) {
-    _mm_prefetch(reinterpret_cast<const char*>(v + i) + 4096, _MM_HINT_T0);  // the next chunk, early
-    __m512 x = _mm512_loadu_ps(v + i);
-    bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(x), exponent), exponent);
-    mn = _mm512_min_ps(mn, x);
-    mx = _mm512_max_ps(mx, x);
-  }
-  float a = _mm512_reduce_min_ps(mn), b = _mm512_reduce_max_ps(mx);
-  bool any_bad = bad != 0;
-  for (; i < len; ++i) {
-    any_bad |= !std::isfinite(v[i]);
-    a = v[i] < a ? v[i] : a;
-    b = v[i] > b ? v[i] : b;
-  }
-  *lo = a;
-  *hi = b;
-  *finite = !any_bad;
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize8_avx512(const float* v, size_t len, float min,
-                                                                           float inv_step, uint8_t* out) {
-  const __m512 vmin = _mm512_set1_ps(min), vinv = _mm512_set1_ps(inv_step);
-  const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.0f);
-  size_t i = 0;
-  for (; i + 16 <= len; i += 16) {
-    __m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + i), vmin), vinv);
-    __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);  // ties to even
-    r = _mm512_min_ps(_mm512_max_ps(r, zero), top);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
-  }
-  for (; i < len; ++i) {
-    float r = std::rint((v[i] - min) * inv_step);
-    out[i] = static_cast<uint8_t>(r < 0.0f ? 0.0f : (r > 255.0f ? 255.0f : r));
-  }
-}
-
-#pragma GCC diagnostic pop
-
 // The draws of elements [index, index + len): one key per run that shares index / 2^32, then a vector loop.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void keyed_draws(uint32_t key, uint32_t first, size_t len,
                                                                               float* out) {
@@ -220,9 +162,9 @@ void pack_bits(const uint32_t* codes, size_t len, uint8_t* out) {
     out[i / kPerByte] |= static_cast<uint8_t>(codes[i] << ((i % kPerByte) * Bits));
 }
 
+// out must be zeroed first.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void pack(const uint32_t* codes, size_t len, int bits,
-                                                                       uint8_t* out, size_t bytes) {
-  std::memset(out, 0, bytes);
+                                                                       uint8_t* out) {
   switch (bits) {
     case 8:
       for (size_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(codes[i]);
@@ -244,40 +186,50 @@ void put_header_float(uint8_t* p, float f) {
   for (int k = 0; k < 4; ++k) p[k] = static_cast<uint8_t>(u >> (8 * k));
 }
 
-// Compresses [begin, begin+len) already converted to float in `v`; returns the dequantized values in `deq`
-// when asked (error feedback).
+// Compresses one chunk of `len` floats in `v`. With error (not NULL): error[i] = canonical(v[i] - deq[i]).
 void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const RoundingKey& key, uint64_t index,
-                    uint8_t* out, float* deq) {
+                    uint8_t* out, float* error) {
   float lo = 0, hi = 0;
   bool finite = true;
-  if (avx512_available())
-    min_max_avx512(v, len, &lo, &hi, &finite);
+  const VectorLoops* loops = vector_loops();
+  if (loops)
+    loops->min_max(v, len, &lo, &hi, &finite);
   else
     min_max(v, len, &lo, &hi, &finite);
-  Grid g = make_grid(lo, hi, f.bits, !finite);
+  Grid g = make_grid(unsigned_zero(lo), unsigned_zero(hi), f.bits, !finite);
   put_header_float(out, g.min);
   put_header_float(out + 4, g.max);
-  if (f.bits == 8 && !key.stochastic && !deq && !g.poisoned && avx512_available()) {
-    size_t bytes = code_bytes(len, 8);
-    quantize8_avx512(v, len, g.min, g.inv_step, out + kHeaderBytes);
-    std::memset(out + kHeaderBytes + len, 0, bytes - len);
-    return;
+  uint8_t* codes_out = out + kHeaderBytes;
+  size_t done = 0;
+  // The vector loop draws with one key: the chunk must not cross a 2^32 index boundary (the portable loop may).
+  const bool one_key = len == 0 || (index >> 32) == ((index + len - 1) >> 32);
+  if (!g.poisoned && loops && (!key.stochastic || one_key)) {
+    EncodeGrid grid{f.bits,
+                    g.min,
+                    g.step,
+                    g.inv_step,
+                    key.stochastic,
+                    key.stochastic ? draw_key(key.seed, key.step, key.rank, index >> 32) : 0u,
+                    static_cast<uint32_t>(index)};
+    done = loops->encode_chunk(v, len, grid, codes_out, error);
   }
+  const size_t rest = len - done, done_bytes = done * static_cast<size_t>(f.bits) / 8;
+  std::memset(codes_out + done_bytes, 0, code_bytes(len, f.bits) - done_bytes);
+  if (rest == 0) return;
   uint32_t codes[4096];
   float draws[4096];
   if (g.poisoned) {
-    std::fill(codes, codes + len, 0u);
+    std::fill(codes, codes + rest, 0u);
   } else {
-    if (key.stochastic) stochastic_draws(key, index, len, draws);
-    quantize_values(v, len, g, f.bits, key.stochastic ? draws : nullptr, codes);
+    if (key.stochastic) stochastic_draws(key, index + done, rest, draws);
+    quantize_values(v + done, rest, g, f.bits, key.stochastic ? draws : nullptr, codes);
   }
-  pack(codes, len, f.bits, out + kHeaderBytes, code_bytes(len, f.bits));
-  if (deq) {
-    if (g.poisoned)
-      std::fill(deq, deq + len, g.min);
-    else
-      for (size_t i = 0; i < len; ++i) deq[i] = g.min + static_cast<float>(codes[i]) * g.step;
-  }
+  pack(codes, rest, f.bits, codes_out + done_bytes);
+  if (error)
+    for (size_t i = 0; i < rest; ++i) {
+      float deq = g.poisoned ? g.min : g.min + static_cast<float>(codes[i]) * g.step;
+      error[done + i] = canonical_float(v[done + i] - deq);
+    }
 }
 
 // Dequantized values of one chunk into `out` (len floats).
@@ -300,24 +252,46 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void dequantize_chu
   }
 }
 
-template <typename Sink>
-void decompress_chunks(const uint8_t* in, size_t count, const MinMaxFormat& f, Sink&& sink) {
-  validate(f);
+// out[i] = deq[i], or out[i] = canonical(out[i] + deq[i]) when accumulating, for one chunk.
+void decode_chunk(const uint8_t* codes, size_t len, int bits, const Grid& g, float* out, bool accumulate) {
+  size_t done = 0;
+  const VectorLoops* loops = vector_loops();
+  if (!g.poisoned && loops) done = loops->decode_chunk(codes, len, bits, g.min, g.step, out, accumulate);
+  if (done == len) return;
   float values[4096];
+  const size_t rest = len - done;
+  if (g.poisoned)
+    std::fill(values, values + rest, g.min);
+  else
+    dequantize_chunk(codes + done * static_cast<size_t>(bits) / 8, rest, bits, g.min, g.step, values);
+  float* o = out + done;
+  if (accumulate)
+    for (size_t i = 0; i < rest; ++i) o[i] = canonical_float(o[i] + values[i]);
+  else
+    std::memcpy(o, values, rest * sizeof(float));
+}
+
+// Calls chunk_fn(begin, len, codes, grid) for each chunk of a minmax v1 buffer.
+template <typename ChunkFn>
+void for_each_chunk(const uint8_t* in, size_t count, const MinMaxFormat& f, ChunkFn&& chunk_fn) {
+  validate(f);
   for (size_t begin = 0; begin < count; begin += f.chunk) {
     size_t len = std::min(f.chunk, count - begin);
     float lo = header_float(in), hi = header_float(in + 4);
-    Grid g = make_grid(lo, hi, f.bits, std::isnan(lo) || std::isnan(hi));
-    if (g.poisoned)
-      std::fill(values, values + len, g.min);
-    else
-      dequantize_chunk(in + kHeaderBytes, len, f.bits, g.min, g.step, values);
-    sink(begin, values, len);
+    chunk_fn(begin, len, in + kHeaderBytes, make_grid(lo, hi, f.bits, std::isnan(lo) || std::isnan(hi)));
     in += kHeaderBytes + code_bytes(len, f.bits);
   }
 }
 
 }  // namespace
+
+const VectorLoops* vector_loops() {
+  switch (cpu_kernels()) {
+    case CpuKernels::kAvx512: return &kAvx512Loops;
+    case CpuKernels::kAvx2: return &kAvx2Loops;
+    default: return nullptr;
+  }
+}
 
 void validate(const MinMaxFormat& f) {
   if (f.bits != 1 && f.bits != 2 && f.bits != 4 && f.bits != 8)
@@ -359,30 +333,37 @@ void minmax_compress_ef(const void* x, bagua_datatype_t dtype, size_t count, flo
                         const RoundingKey& key, uint8_t* out) {
   validate(f);
   check_dtype(dtype);
-  float t[4096], deq[4096];
+  float t[4096];
   for (size_t begin = 0; begin < count; begin += f.chunk) {
     size_t len = std::min(f.chunk, count - begin);
-    for (size_t i = 0; i < len; ++i) t[i] = load(x, dtype, begin + i) + error[begin + i];
-    compress_chunk(t, len, f, key, key.index_base + begin, out, deq);
-    for (size_t i = 0; i < len; ++i) error[begin + i] = canonical_float(t[i] - deq[i]);
+    float* e = error + begin;
+    if (dtype == BAGUA_FLOAT32) {
+      const float* xs = static_cast<const float*>(x) + begin;
+      for (size_t i = 0; i < len; ++i) t[i] = xs[i] + e[i];
+    } else {
+      for (size_t i = 0; i < len; ++i) t[i] = load(x, dtype, begin + i) + e[i];
+    }
+    compress_chunk(t, len, f, key, key.index_base + begin, out, e);
     out += kHeaderBytes + code_bytes(len, f.bits);
   }
 }
 
 void minmax_decompress(const uint8_t* in, size_t count, const MinMaxFormat& f, void* x, bagua_datatype_t dtype) {
   check_dtype(dtype);
-  decompress_chunks(in, count, f, [&](size_t begin, const float* v, size_t len) {
-    if (dtype == BAGUA_FLOAT32)
-      std::memcpy(static_cast<float*>(x) + begin, v, len * sizeof(float));
-    else
-      for (size_t i = 0; i < len; ++i) store(x, dtype, begin + i, v[i]);
+  float values[4096];
+  for_each_chunk(in, count, f, [&](size_t begin, size_t len, const uint8_t* codes, const Grid& g) {
+    if (dtype == BAGUA_FLOAT32) {
+      decode_chunk(codes, len, f.bits, g, static_cast<float*>(x) + begin, false);
+    } else {
+      decode_chunk(codes, len, f.bits, g, values, false);
+      for (size_t i = 0; i < len; ++i) store(x, dtype, begin + i, values[i]);
+    }
   });
 }
 
 void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxFormat& f, float* acc) {
-  decompress_chunks(in, count, f, [&](size_t begin, const float* v, size_t len) {
-    float* a = acc + begin;
-    for (size_t i = 0; i < len; ++i) a[i] = canonical_float(a[i] + v[i]);
+  for_each_chunk(in, count, f, [&](size_t begin, size_t len, const uint8_t* codes, const Grid& g) {
+    decode_chunk(codes, len, f.bits, g, acc + begin, true);
   });
 }
 

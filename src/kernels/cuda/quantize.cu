@@ -83,9 +83,9 @@ __global__ void compress_kernel(const void* x, bagua_datatype_t dtype, float* er
     }
     __syncthreads();
   }
-  Grid g = make_grid(s_min[0], s_max[0], bits, s_bad[0] != 0);
+  Grid g = make_grid(unsigned_zero(s_min[0]), unsigned_zero(s_max[0]), bits, s_bad[0] != 0);
   if (threadIdx.x == 0) {
-    float hdr[2] = {g.min, g.poisoned ? g.min : s_max[0]};
+    float hdr[2] = {g.min, g.poisoned ? g.min : unsigned_zero(s_max[0])};
     for (int k = 0; k < 8; ++k) block[k] = reinterpret_cast<const uint8_t*>(hdr)[k];
   }
   const float top = static_cast<float>((1u << bits) - 1);

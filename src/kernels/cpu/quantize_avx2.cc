@@ -1,0 +1,230 @@
+// AVX2 loops of the min-max and sign kernels (see quantize_simd.h), for processors without AVX-512: the same
+// operations as quantize_avx512.cc on eight lanes. Codes are packed 32 at a time with saturating packs (8 bits),
+// multiply-adds (4 and 2 bits) and sign masks (1 bit); decoding looks values up in an 8-entry table (two for
+// 4 bits).
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/quantize_simd.h"
+
+namespace bagua {
+
+namespace {
+
+// Both passes over a chunk ask for the input this far ahead, so that memory streams in while they compute.
+constexpr size_t kPrefetchBytes = 8192;
+
+inline __m256 canonical(__m256 v) {
+  return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+// keyed_draw (quantize_math.h) for eight consecutive indices.
+inline __m256 draws8(__m256i key, uint32_t first) {
+  __m256i h = _mm256_xor_si256(
+      _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), key);
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(0x21f0aaad));
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
+  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(0x735a2d97));
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), _mm256_set1_ps(1.0f / 16777216.0f));
+}
+
+// 32 int32 codes (each < 256) as 32 bytes in element order.
+inline __m256i bytes32(const __m256i c[4]) {
+  __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+  return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+template <int Bits, bool Stochastic, bool Feedback>
+size_t encode(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, float* error) {
+  const __m256 vmin = _mm256_set1_ps(g.min), vinv = _mm256_set1_ps(g.inv_step), vstep = _mm256_set1_ps(g.step);
+  const __m256i top_int = _mm256_set1_epi32((1 << Bits) - 1);
+  const __m256i key = _mm256_set1_epi32(static_cast<int>(g.draw_key));
+  size_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    __m256i c[4];
+    for (int k = 0; k < 4; ++k) {
+      const size_t at = i + 8 * static_cast<size_t>(k);
+      if (k % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(t + at) + kPrefetchBytes, _MM_HINT_T0);
+      __m256 x = _mm256_loadu_ps(t + at);
+      __m256 s = _mm256_mul_ps(_mm256_sub_ps(x, vmin), vinv);
+      if constexpr (Stochastic) {
+        __m256 u = draws8(key, g.first_index + static_cast<uint32_t>(at));
+        c[k] = _mm256_min_epi32(_mm256_cvttps_epi32(_mm256_add_ps(s, u)), top_int);
+      } else {
+        // The conversion rounds to nearest even (the default mode, as rint); s >= 0 and below 2^31.
+        c[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+                                top_int);
+      }
+      if constexpr (Feedback) {
+        __m256 deq = _mm256_add_ps(vmin, _mm256_mul_ps(_mm256_cvtepi32_ps(c[k]), vstep));
+        _mm256_storeu_ps(error + at, canonical(_mm256_sub_ps(x, deq)));
+      }
+    }
+    uint8_t* out = codes + i * Bits / 8;
+    if constexpr (Bits == 1) {
+      for (int k = 0; k < 4; ++k)
+        out[k] = static_cast<uint8_t>(
+            _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(c[k], _mm256_setzero_si256()))));
+    } else if constexpr (Bits == 8) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bytes32(c));
+    } else if constexpr (Bits == 4) {
+      __m256i pairs = _mm256_maddubs_epi16(bytes32(c), _mm256_set1_epi16(0x1001));  // c0 + 16 c1
+      __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(pairs, pairs), 0x08);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
+    } else {
+      __m256i pairs = _mm256_maddubs_epi16(bytes32(c), _mm256_set1_epi16(0x0401));  // c0 + 4 c1
+      __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x00100001));      // + 16 (c2 + 4 c3)
+      __m256i words = _mm256_packs_epi32(quads, quads);
+      __m256i packed = _mm256_packus_epi16(words, words);
+      packed = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
+    }
+  }
+  return i;
+}
+
+template <int Bits, bool Stochastic>
+size_t encode_with(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, float* error) {
+  return error ? encode<Bits, Stochastic, true>(t, len, g, codes, error)
+               : encode<Bits, Stochastic, false>(t, len, g, codes, error);
+}
+
+template <int Bits>
+size_t encode_bits(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, float* error) {
+  return g.stochastic ? encode_with<Bits, true>(t, len, g, codes, error)
+                      : encode_with<Bits, false>(t, len, g, codes, error);
+}
+
+template <int Bits, bool Accumulate>
+size_t decode(const uint8_t* in, size_t len, float min, float step, float* out) {
+  size_t i = 0;
+  if constexpr (Bits == 8) {
+    const __m256 vmin = _mm256_set1_ps(min), vstep = _mm256_set1_ps(step);
+    for (; i + 8 <= len; i += 8) {
+      __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i)));
+      __m256 v = _mm256_add_ps(vmin, _mm256_mul_ps(_mm256_cvtepi32_ps(c), vstep));
+      if constexpr (Accumulate) v = canonical(_mm256_add_ps(_mm256_loadu_ps(out + i), v));
+      _mm256_storeu_ps(out + i, v);
+    }
+    return i;
+  }
+  // table[k] = min + (k mod 2^Bits) * step, the portable loop's arithmetic; 4 bits need 16 entries (two halves).
+  alignas(32) float table[16];
+  for (int k = 0; k < 16; ++k) table[k] = min + static_cast<float>(k & ((1 << Bits) - 1)) * step;
+  const __m256 low = _mm256_load_ps(table), high = _mm256_load_ps(table + 8);
+  for (; i + 8 <= len; i += 8) {
+    __m256i idx;
+    if constexpr (Bits == 4) {
+      uint32_t w;
+      std::memcpy(&w, in + i / 2, 4);
+      idx = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    } else if constexpr (Bits == 2) {
+      uint16_t w;
+      std::memcpy(&w, in + i / 4, 2);
+      idx = _mm256_srlv_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    } else {
+      idx = _mm256_srlv_epi32(_mm256_set1_epi32(in[i / 8]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+    __m256 v = _mm256_permutevar8x32_ps(low, idx);  // uses the low 3 bits
+    if constexpr (Bits == 4)                        // bit 3 picks the upper half
+      v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(high, idx), _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+    if constexpr (Accumulate) v = canonical(_mm256_add_ps(_mm256_loadu_ps(out + i), v));
+    _mm256_storeu_ps(out + i, v);
+  }
+  return i;
+}
+
+template <int Bits>
+size_t decode_bits(const uint8_t* in, size_t len, float min, float step, float* out, bool accumulate) {
+  return accumulate ? decode<Bits, true>(in, len, min, step, out) : decode<Bits, false>(in, len, min, step, out);
+}
+
+void min_max(const float* v, size_t len, float* lo, float* hi, bool* finite) {
+  __m256 mn = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  __m256 mx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 nan = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    if (i % 16 == 0) _mm_prefetch(reinterpret_cast<const char*>(v + i) + kPrefetchBytes, _MM_HINT_T0);
+    __m256 x = _mm256_loadu_ps(v + i);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    mn = _mm256_min_ps(mn, x);
+    mx = _mm256_max_ps(mx, x);
+  }
+  alignas(32) float a8[8], b8[8];
+  _mm256_store_ps(a8, mn);
+  _mm256_store_ps(b8, mx);
+  float a = a8[0], b = b8[0];
+  for (int k = 1; k < 8; ++k) {
+    a = a8[k] < a ? a8[k] : a;
+    b = b8[k] > b ? b8[k] : b;
+  }
+  finish_min_max(v, i, len, a, b, _mm256_movemask_ps(nan) != 0, lo, hi, finite);
+}
+
+size_t encode_chunk(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, float* error) {
+  return with_bits(g.bits, [&](auto b) { return encode_bits<decltype(b)::value>(t, len, g, codes, error); });
+}
+
+size_t decode_chunk(const uint8_t* codes, size_t len, int bits, float min, float step, float* out, bool accumulate) {
+  return with_bits(bits,
+                   [&](auto b) { return decode_bits<decltype(b)::value>(codes, len, min, step, out, accumulate); });
+}
+
+void sign_sum_squares4(const float* x, const float* e, size_t chunk, double sums[4]) {
+  __m256d acc[8];  // chunk c: lanes 0-3 in acc[2c], 4-7 in acc[2c + 1]
+  for (auto& a : acc) a = _mm256_setzero_pd();
+  size_t i = 0;
+  for (; i + 8 <= chunk; i += 8)
+    for (int c = 0; c < 4; ++c) {
+      const size_t at = static_cast<size_t>(c) * chunk + i;
+      __m256 t = _mm256_loadu_ps(x + at);
+      if (e) t = _mm256_add_ps(t, _mm256_loadu_ps(e + at));
+      __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(t)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(t, 1));
+      acc[2 * c] = _mm256_add_pd(acc[2 * c], _mm256_mul_pd(lo, lo));
+      acc[2 * c + 1] = _mm256_add_pd(acc[2 * c + 1], _mm256_mul_pd(hi, hi));
+    }
+  for (int c = 0; c < 4; ++c) {
+    alignas(32) double lane[8];
+    _mm256_store_pd(lane, acc[2 * c]);
+    _mm256_store_pd(lane + 4, acc[2 * c + 1]);
+    sums[c] = finish_sign_sum(lane, x, e, chunk, c, i);
+  }
+}
+
+size_t sign_pack(const float* x, float* e, size_t len, float scale, uint8_t* bits) {
+  const __m256 zero = _mm256_setzero_ps(), pos = _mm256_set1_ps(scale), neg = _mm256_set1_ps(-scale);
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    __m256 t = _mm256_loadu_ps(x + i);
+    if (e) t = _mm256_add_ps(t, _mm256_loadu_ps(e + i));
+    __m256 positive = _mm256_cmp_ps(t, zero, _CMP_NLT_UQ);  // !(t < 0): 0 and NaN count as +
+    if (e) _mm256_storeu_ps(e + i, canonical(_mm256_sub_ps(t, _mm256_blendv_ps(neg, pos, positive))));
+    bits[i / 8] = static_cast<uint8_t>(_mm256_movemask_ps(positive));
+  }
+  return i;
+}
+
+size_t sign_expand(const uint8_t* bits, size_t len, float scale, float* x, bool accumulate) {
+  const __m256 pos = _mm256_set1_ps(scale), neg = _mm256_set1_ps(-scale);
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    __m256i set = _mm256_and_si256(_mm256_set1_epi32(bits[i / 8]), lane_bit);
+    __m256 v = _mm256_blendv_ps(neg, pos, _mm256_castsi256_ps(_mm256_cmpeq_epi32(set, lane_bit)));
+    if (accumulate) v = _mm256_add_ps(_mm256_loadu_ps(x + i), v);
+    _mm256_storeu_ps(x + i, canonical(v));
+  }
+  return i;
+}
+
+}  // namespace
+
+const VectorLoops kAvx2Loops{min_max, encode_chunk, decode_chunk, sign_sum_squares4, sign_pack, sign_expand};
+
+}  // namespace bagua
