@@ -137,6 +137,9 @@ typedef struct {
   uint64_t ops[BAGUA_OPKIND_COUNT]; /* operations completed, by bagua_opkind_t */
   uint64_t bytes_sent_by_op[BAGUA_OPKIND_COUNT];
   uint64_t compute_ns; /* time spent in compression kernels (compress, decompress, owner step) */
+  /* quantized allreduce calls below BAGUA_QUANTIZED_MIN_BYTES, sent at full precision (counted in
+     ops[BAGUA_OPKIND_QUANTIZED_ALLREDUCE] too) */
+  uint64_t quantized_full_precision;
 } bagua_stats_t;
 
 /* Poisoning error of the communicator (BAGUA_SUCCESS while healthy); checks for a dead peer without blocking. */

@@ -23,6 +23,15 @@ struct CostModel {
   double direct_move_factor = 0.6;  // direct allreduce: time per byte moved against the ring's (it reads N
                                     // and writes N per rank, the ring reads 1.5N and writes N)
   double cross_memory_us = 1.0;     // one process_vm_readv/writev call of a direct allreduce segment
+  // A quantized allreduce of fewer input bytes sends full precision: below these sizes its extra rounds and
+  // compression cost more than the bytes it saves (bagua_quantized_perf, docs/relaxations.md). Within one host
+  // (shared memory) and across hosts (1 Gbit/s test bed). BAGUA_QUANTIZED_MIN_BYTES overrides both.
+  size_t quantized_min_bytes_one_host = 1 << 20;
+  size_t quantized_min_bytes_hosts = 32 << 10;
+  // hierarchical = AUTO takes a hierarchical form only for formats of at least this many wire bits per element:
+  // below, its full-precision exchange inside each host costs more than the inter-host bytes it saves (2 hosts x
+  // 2 ranks, 1 and 10 Gbit/s, 16 and 64 MiB: the rail form won at 8, 4 and 2 bits, the flat form with sign; README).
+  double quantized_hierarchical_min_bits = 1.5;
 };
 
 // The terms every algorithm's cost is written in, for one call: m bytes on n ranks laid out as hosts. Across

@@ -46,7 +46,10 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
   }
   comm.check_usable();
   QuantizedState* impl = state ? state->impl.get() : nullptr;
-  if (buffers.on_device)
+  if (buffers.on_device) {
+    // The operation is built on the device proxy's thread, where a call below the full-precision size picks an
+    // allreduce algorithm: make the communicator's selector here, on the caller's thread, so that it only reads.
+    selector_of(comm);
     return make_device_relaxation(
         comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, TagKind::kQuantized, dtype, op, "quantized_allreduce",
         [&comm, count, dtype, op, codec, impl, in_queue = queued_on(impl)](const void* send, void* recv,
@@ -57,6 +60,7 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
                  "(order a state's calls on one stream)");
           return build_quantized_allreduce(comm, QuantizedArgs{send, recv, count, dtype, op}, codec, impl, &ctx);
         });
+  }
   return build_quantized_allreduce(comm, QuantizedArgs{sendbuf, recvbuf, count, dtype, op}, codec, impl);
 }
 

@@ -96,6 +96,7 @@ bagua_stats_t Comm::stats() const {
     out.bytes_sent_by_op[k] = bytes_by_op_[k];
   }
   out.compute_ns = compute_ns_.load(std::memory_order_relaxed);
+  out.quantized_full_precision = quantized_full_precision_.load(std::memory_order_relaxed);
   return out;
 }
 

@@ -85,6 +85,8 @@ class Comm {
   bagua_stats_t stats() const;
   // Time spent in compression kernels, for bagua_stats_t.compute_ns (any thread).
   void add_compute_ns(uint64_t ns) { compute_ns_.fetch_add(ns, std::memory_order_relaxed); }
+  // A quantized allreduce sent at full precision, for bagua_stats_t.quantized_full_precision (any thread).
+  void count_quantized_full_precision() { quantized_full_precision_.fetch_add(1, std::memory_order_relaxed); }
   // Whether every rank of each host can read and write its host peers' memory (agreed by all ranks at init).
   bool cross_memory() const { return cross_memory_; }
   CommAttachment* attachment() const { return attachment_.get(); }
@@ -151,6 +153,7 @@ class Comm {
   void unwatch(Operation& op);
 
   std::atomic<uint64_t> compute_ns_{0};
+  std::atomic<uint64_t> quantized_full_precision_{0};
   std::atomic<bool> abort_requested_{false};
   std::atomic<bagua_status_t> poison_status_{BAGUA_SUCCESS};
   mutable std::mutex mutex_;  // guards the strings below

@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -68,6 +70,14 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_INTER_HOST_GBPS='{}' must be a bandwidth in GB/s", text);
     config.inter_host_gbps = v;
   }
+  if (const char* text = env_get("BAGUA_QUANTIZED_MIN_BYTES"); text && *text) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(text, &end, 10);
+    if (*end != '\0' || !std::isdigit(static_cast<unsigned char>(text[0])) || errno == ERANGE)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_QUANTIZED_MIN_BYTES='{}' must be a byte count (0: always quantize)", text);
+    config.quantized_min_bytes = v;
+  }
   if (const char* text = env_get("BAGUA_RING_WINDOW"); text && *text) {
     char* end = nullptr;
     long v = std::strtol(text, &end, 10);
@@ -117,6 +127,7 @@ uint64_t Config::agreement_hash() const {
   hash = fnv1a(hash, &ring_window, sizeof(ring_window));
   hash = fnv1a(hash, &single_copy_bytes, sizeof(single_copy_bytes));
   hash = fnv1a(hash, &inter_host_gbps, sizeof(inter_host_gbps));
+  hash = fnv1a(hash, &quantized_min_bytes, sizeof(quantized_min_bytes));
   return hash;
 }
 

@@ -18,6 +18,9 @@ struct Config {
   size_t single_copy_bytes = 64 << 10;
   // BAGUA_SINGLE_COPY_MIN: smallest message read directly between host peers
   double inter_host_gbps = 1.25;  // BAGUA_INTER_HOST_GBPS: link between hosts, for algorithm selection
+  // BAGUA_QUANTIZED_MIN_BYTES: a quantized allreduce below this many input bytes sends full precision; -1: the cost
+  // model's sizes (CostModel::quantized_min_bytes_*)
+  long long quantized_min_bytes = -1;
   // BAGUA_DEVICE_MEMORY_LIMIT: the most memory (pinned host and device) this communicator's device calls hold
   size_t device_memory_limit = size_t{1} << 30;
 

@@ -23,6 +23,8 @@ class Operation {
   // Throws Error when a transfer fails.
   virtual void advance(Transport& transport) = 0;
 
+  // Counts it under another kind in the stats (a quantized allreduce that ran as a plain allreduce).
+  void count_as(bagua_opkind_t kind) { kind_ = kind; }
   State state() const { return state_; }
   bool running() const { return state_ == State::kRunning; }
   bagua_opkind_t kind() const { return kind_; }

@@ -8,7 +8,8 @@
 //    + (R_sum + 2 sum R_r / 2L) / 2L       (the owner's recompression of a sum whose range grew by at most that)
 //    + fp32 accumulation rounding (a few ulp of the sum of |inputs| per element, per step of the sum).
 //    Stochastic rounding doubles each term (a code may land on either neighbour). For hierarchical runs the
-//    "ranks" of this bound are the hosts and their inputs the full-precision host sums.
+//    "ranks" of this bound are the hosts and their inputs the full-precision host sums; in the rail form (hosts of
+//    equal size) the blocks are those of each host-rank slice.
 //  - error feedback telescopes: sum_t out_t + sum_ranks residual_T = sum_t exact_t (within float tolerance).
 //  - convergence: least squares by SGD on the averaged gradient (fixed seeds); 1-bit sign with error feedback
 //    ends within 1e-3 of full precision's loss, and without error feedback it is measurably worse.
@@ -85,8 +86,14 @@ double check_bound(const std::vector<float>& out, size_t count, int bits, size_t
   const int m = static_cast<int>(c.inputs.size());
   const double L = std::ldexp(1.0, bits) - 1, spread = stochastic ? 2.0 : 1.0;
   double worst = 0;
-  for (int owner = 0; owner < m; ++owner) {
-    size_t begin = block_begin(count, m, owner), end = block_begin(count, m, owner + 1);
+  // The owners' blocks: m of the vector, or in the rail form (every logical host has 2 ranks) m of each of the 2
+  // slices.
+  const int slices = g_hier && g_size % 2 == 0 ? 2 : 1;
+  for (int block = 0; block < m * slices; ++block) {
+    const int owner = block % m;
+    const size_t slice = block_begin(count, slices, block / m),
+                 slice_len = block_begin(count, slices, block / m + 1) - slice;
+    size_t begin = slice + block_begin(slice_len, m, owner), end = slice + block_begin(slice_len, m, owner + 1);
     for (size_t cb = begin; cb < end; cb += chunk) {
       size_t len = std::min(chunk, end - cb);
       double inputs_err = 0, sum_range, biggest = 0;
@@ -401,16 +408,84 @@ void check_bad_input(bagua_comm_t comm) {
   if (g_rank == 0) std::printf("bad input: refused with a message, communicator still usable\n");
 }
 
+// latency mode (the default BAGUA_QUANTIZED_MIN_BYTES: 1 MiB within a host). Below it every kind, with and without
+// error feedback, in every float datatype, gives bit for bit what bagua_allreduce gives on the same input (the
+// residual is zero on a first call), sends the bytes bagua_allreduce sends, compresses nothing, and counts as a
+// quantized allreduce sent at full precision; at 1 MiB it quantizes again.
+void check_latency_path(bagua_comm_t comm) {
+  auto stats = [&] {
+    bagua_stats_t s;
+    s.size = sizeof s;
+    MP_OK(bagua_comm_get_stats(comm, &s));
+    return s;
+  };
+  uint64_t calls = 0;
+  for (bagua_datatype_t dtype : {BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_BFLOAT16})
+    for (size_t count : {size_t(1), size_t(1000), size_t(60000)})
+      for (int kind : {BAGUA_COMPRESS_MINMAX, BAGUA_COMPRESS_SIGN})
+        for (int ef : {0, 1})
+          for (bagua_redop_t op : {BAGUA_SUM, BAGUA_AVG}) {
+            bagua_compression_t cfg = minmax_cfg(4, 256);
+            cfg.kind = kind;
+            cfg.error_feedback = ef;
+            const size_t elem = dtype == BAGUA_FLOAT32 ? 4 : 2;
+            std::vector<uint8_t> in(count * elem), out(count * elem), expect(count * elem);
+            std::vector<float> x = input_of(g_rank, count, count + kind);
+            // Quarters, and no -0 (x + 0, the residual, would make it +0): exact sums, equal bytes.
+            for (size_t i = 0; i < count; ++i) store_value(in.data(), i, dtype, std::round(x[i] * 4) / 4 + 0.0);
+            bagua_qstate_t state = nullptr;
+            if (ef) MP_OK(bagua_qstate_create(comm, count, dtype, &cfg, &state));
+            bagua_stats_t before = stats();
+            MP_OK(bagua_quantized_allreduce(in.data(), out.data(), count, dtype, op, &cfg, state, comm, nullptr));
+            bagua_stats_t middle = stats();
+            MP_OK(bagua_allreduce(in.data(), expect.data(), count, dtype, op, comm, nullptr));
+            bagua_stats_t after = stats();
+            MP_CHECK(out == expect);
+            MP_CHECK(middle.quantized_full_precision == before.quantized_full_precision + 1);
+            MP_CHECK(middle.ops[BAGUA_OPKIND_QUANTIZED_ALLREDUCE] == before.ops[BAGUA_OPKIND_QUANTIZED_ALLREDUCE] + 1);
+            MP_CHECK(middle.bytes_sent - before.bytes_sent == after.bytes_sent - middle.bytes_sent);
+            MP_CHECK(middle.compute_ns == before.compute_ns);
+            if (state) {
+              std::vector<float> residual(count);
+              MP_OK(bagua_qstate_residual(state, residual.data(), count));
+              // fp32 sends input + residual exactly; fp16/bf16 keep the rounding of that sum (zero here: the
+              // inputs are quarters, exact in every float type)
+              MP_CHECK(std::all_of(residual.begin(), residual.end(), [](float v) { return v == 0.0f; }));
+              MP_OK(bagua_qstate_destroy(state));
+            }
+            ++calls;
+          }
+  // At the size, quantization again.
+  const size_t count = (1 << 20) / 4;
+  std::vector<float> x = input_of(g_rank, count, 3), out(count);
+  bagua_compression_t cfg = minmax_cfg(8, 1024);
+  bagua_stats_t before = stats();
+  MP_OK(bagua_quantized_allreduce(x.data(), out.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, comm, nullptr));
+  bagua_stats_t after = stats();
+  MP_CHECK(after.quantized_full_precision == before.quantized_full_precision);
+  MP_CHECK(g_size == 1 || after.compute_ns > before.compute_ns);
+  if (g_rank == 0)
+    std::printf("latency: %llu calls below 1 MiB equal bagua_allreduce bit for bit; 1 MiB quantizes\n",
+                static_cast<unsigned long long>(calls));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "flat";
+  // Every mode but latency tests quantization itself, at sizes below the full-precision size.
+  if (mode != "latency") setenv("BAGUA_QUANTIZED_MIN_BYTES", "0", 0);
   g_hier = mode == "hier" || mode == "netns";
   if (mode == "hier") mp_pair_ranks_on_logical_hosts("qhost");
   bagua_comm_t comm;
   MP_OK(bagua_comm_init_from_env(&comm));
   MP_OK(bagua_comm_rank(comm, &g_rank));
   MP_OK(bagua_comm_size(comm, &g_size));
+  if (mode == "latency") {
+    check_latency_path(comm);
+    MP_OK(bagua_comm_destroy(comm));
+    return 0;
+  }
   check_bad_input(comm);
   check_minmax_bounds(comm);
   check_other_kinds(comm);
@@ -421,7 +496,8 @@ int main(int argc, char** argv) {
   stats.size = sizeof(stats);
   MP_OK(bagua_comm_get_stats(comm, &stats));
   MP_CHECK(stats.ops[BAGUA_OPKIND_QUANTIZED_ALLREDUCE] > 0);
-  bool compresses = g_hier ? (g_rank % 2 == 0 && g_size > 2) : g_size > 1;  // hierarchical: leaders only
+  // Hierarchical: every rank in the rail form (hosts of 2 ranks), the leaders (even ranks) with a lone last rank.
+  bool compresses = g_hier ? g_size > 2 && (g_size % 2 == 0 || g_rank % 2 == 0) : g_size > 1;
   MP_CHECK(!compresses || stats.compute_ns > 0);
   MP_OK(bagua_comm_destroy(comm));
   if (g_rank == 0) std::printf("mp_quantized %s on %d ranks: ok\n", mode.c_str(), g_size);

@@ -11,6 +11,9 @@
 //   overlap  with simulated compute (sleeps) between marks, a step takes <= 0.75 x compute + communication
 //   failure  a rank leaves mid-step: the others' wait returns the communicator's error within the timeout
 //   tune     autotuning settles, and every rank used the same bucket size and hierarchy at every step
+//   latency  (the default BAGUA_QUANTIZED_MIN_BYTES; the other modes quantize at every size) quantized buckets
+//            that shrink below the full-precision size: the residuals are sent and zeroed, error feedback
+//            telescopes across the switch
 //   device   (BAGUA_DEVICE_STANDIN=1, or a GPU) every algorithm on device tensors gives bit for bit what it gives
 //            on host tensors, read after every step on the stream passed to wait (which returns at once: the
 //            stream waits); a tensor is read only after the event it was marked with (a slow writer on another
@@ -704,10 +707,73 @@ int device(bagua_comm_t comm) {
   return 0;
 }
 
+// ---- latency ----
+// Two tensors (800 KB and 400 KB) in one 4 MiB bucket are quantized (1.2 MB >= 1 MiB within a host); in 64 KiB
+// buckets each is its own bucket below 1 MiB and goes at full precision. Across logical hosts (BAGUA_HOST_ID set)
+// the size is 32 KiB: 24 KB and 12 KB tensors, 16 KiB buckets after (the hierarchical rail form before, with its
+// per-slice owners). Oracle: the first full-precision step
+// sends input + residual, so the residuals are then exactly zero and sum_t out_t = sum_t sum_ranks x_t per element
+// up to fp32 rounding (bound 1e-5 x T x n x max|x|). (mp_quantized latency checks the stats.)
+int latency(bagua_comm_t comm) {
+  const bool hosts = std::getenv("BAGUA_HOST_ID") != nullptr;
+  const std::vector<size_t> counts = hosts ? std::vector<size_t>{6000, 3000} : std::vector<size_t>{200000, 100000};
+  const std::vector<bagua_datatype_t> dtypes(counts.size(), BAGUA_FLOAT32);
+  bagua_compression_t ef = BAGUA_COMPRESSION_INITIALIZER;
+  ef.error_feedback = 1;
+  ef.bits = 4;
+  Model m(counts, dtypes, 2);
+  bagua_scheduler_t s = make_scheduler(comm, m, BAGUA_BUCKET_QUANTIZED, 4 << 20, 0, &ef, BAGUA_SUM);
+  std::vector<std::vector<double>> out_sum(m.size()), in_sum(m.size());
+  for (int t = 0; t < m.size(); ++t) out_sum[t].assign(m.counts[t], 0.0), in_sum[t].assign(m.counts[t], 0.0);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int steps = 6;
+  for (int step = 0; step < steps; ++step) {
+    if (step == 3) {
+      std::vector<float> r(m.counts[0]);
+      MP_OK(bagua_scheduler_residual(s, 0, r.data(), r.size()));
+      MP_CHECK(std::any_of(r.begin(), r.end(), [](float v) { return std::fabs(v) > 1e-4f; }));  // owed
+      MP_OK(bagua_scheduler_set_bucket_bytes(s, hosts ? 16 << 10 : 64 << 10));
+    }
+    for (int t = 0; t < m.size(); ++t)
+      for (size_t i = 0; i < m.counts[t]; ++i) {
+        float mine = 0;
+        for (int r = 0; r < g_size; ++r) {
+          float x = u(rng) * (1 + (i / 700 + r) % 3);
+          in_sum[t][i] += x;
+          if (r == g_rank) mine = x;
+        }
+        m.f32(t)[i] = mine;
+      }
+    for (int t = 0; t < m.size(); ++t) MP_OK(bagua_scheduler_mark_ready(s, t, nullptr));
+    MP_OK(bagua_scheduler_wait(s, nullptr));
+    for (int t = 0; t < m.size(); ++t)
+      for (size_t i = 0; i < m.counts[t]; ++i) out_sum[t][i] += m.f32(t)[i];
+  }
+  double worst = 0;
+  for (int t = 0; t < m.size(); ++t) {
+    std::vector<float> res(m.counts[t]);
+    MP_OK(bagua_scheduler_residual(s, t, res.data(), res.size()));
+    MP_CHECK(std::all_of(res.begin(), res.end(), [](float v) { return v == 0.0f; }));
+    for (size_t i = 0; i < res.size(); ++i) worst = std::max(worst, std::fabs(out_sum[t][i] - in_sum[t][i]));
+  }
+  const double bound = 1e-5 * steps * g_size * 3;
+  if (g_rank == 0)
+    std::printf(
+        "latency: 4 MiB quantized buckets, then %s ones at full precision: residuals zero, worst |sum out "
+        "- sum in| = %.3g (bound %.3g)\n",
+        hosts ? "16 KiB" : "64 KiB", worst, bound);
+  MP_CHECK(worst <= bound);
+  MP_OK(bagua_scheduler_destroy(s));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "orders";
+  // Every mode but latency tests quantization itself, at sizes below the full-precision size.
+  if (mode != "latency") setenv("BAGUA_QUANTIZED_MIN_BYTES", "0", 0);
   bagua_comm_t comm;
   MP_OK(bagua_comm_init_from_env(&comm));
   MP_OK(bagua_comm_rank(comm, &g_rank));
@@ -731,6 +797,8 @@ int main(int argc, char** argv) {
     rc = tune(comm);
   else if (mode == "device")
     rc = device(comm);
+  else if (mode == "latency")
+    rc = latency(comm);
   else {
     std::fprintf(stderr, "mp_scheduler: unknown mode %s\n", mode.c_str());
     return 2;

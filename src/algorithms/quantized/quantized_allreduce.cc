@@ -3,31 +3,52 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
+#include "algorithms/cost_model.h"
 #include "algorithms/dispatch.h"
 #include "algorithms/patterns/ring.h"
+#include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 #include "base/error.h"
 #include "base/scratch_cache.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/dtype.h"
+#include "kernels/quantize.h"
 
 namespace bagua {
 
-QuantizedGroup QuantizedGroup::of(const Comm& comm, bagua_hierarchical_t mode) {
+QuantizedGroup QuantizedGroup::of(const Comm& comm, const Codec& codec) {
   QuantizedGroup g;
   bool shared_host = false;
   for (const auto& host : comm.hosts()) shared_host = shared_host || host.size() > 1;
+  const bagua_hierarchical_t mode = codec.hierarchical();
+  const double wire_bits = 8.0 * static_cast<double>(codec.compressed_bytes(codec.chunk())) / codec.chunk();
   g.hierarchical =
-      mode == BAGUA_HIERARCHICAL_ON || (mode == BAGUA_HIERARCHICAL_AUTO && comm.nhosts() > 1 && shared_host);
+      mode == BAGUA_HIERARCHICAL_ON || (mode == BAGUA_HIERARCHICAL_AUTO && comm.nhosts() > 1 && shared_host &&
+                                        wire_bits >= CostModel{}.quantized_hierarchical_min_bits);
   if (!g.hierarchical) {
     for (int r = 0; r < comm.size(); ++r) g.members.push_back(r);
     g.index = g.leader = comm.rank();
     return g;
   }
+  const auto& mine = comm.hosts()[comm.host_of(comm.rank())];
+  bool equal_hosts = true;
+  for (const auto& host : comm.hosts()) equal_hosts = equal_hosts && host.size() == mine.size();
+  if (equal_hosts) {
+    g.rail = true;
+    g.local_size = static_cast<int>(mine.size());
+    g.local_index = static_cast<int>(std::find(mine.begin(), mine.end(), comm.rank()) - mine.begin());
+    for (const auto& host : comm.hosts()) g.members.push_back(host[g.local_index]);
+    std::sort(g.members.begin(), g.members.end());
+    g.index = static_cast<int>(std::find(g.members.begin(), g.members.end(), comm.rank()) - g.members.begin());
+    g.leader = comm.rank();
+    for (int r : mine)
+      if (r != comm.rank()) g.local_peers.push_back(r);
+    return g;
+  }
   for (const auto& host : comm.hosts()) g.members.push_back(host.front());
   std::sort(g.members.begin(), g.members.end());
-  const auto& mine = comm.hosts()[comm.host_of(comm.rank())];
   g.leader = mine.front();
   if (g.leader == comm.rank()) {
     g.index = static_cast<int>(std::find(g.members.begin(), g.members.end(), g.leader) - g.members.begin());
@@ -36,19 +57,23 @@ QuantizedGroup QuantizedGroup::of(const Comm& comm, bagua_hierarchical_t mode) {
   return g;
 }
 
+size_t QuantizedGroup::slice_begin_of(size_t count, int local) const {
+  return ring::chunk_begin(count, local_size, local);
+}
+size_t QuantizedGroup::slice_count_of(size_t count, int local) const {
+  return ring::chunk_size(count, local_size, local);
+}
+size_t QuantizedGroup::slice_begin(size_t count) const { return slice_begin_of(count, local_index); }
+size_t QuantizedGroup::slice_count(size_t count) const { return slice_count_of(count, local_index); }
 size_t QuantizedGroup::block_offset(size_t count, int b) const {
-  return ring::chunk_begin(count, static_cast<int>(members.size()), b);
+  return slice_begin(count) + ring::chunk_begin(slice_count(count), static_cast<int>(members.size()), b);
 }
 size_t QuantizedGroup::block_count(size_t count, int b) const {
-  return ring::chunk_size(count, static_cast<int>(members.size()), b);
+  return ring::chunk_size(slice_count(count), static_cast<int>(members.size()), b);
 }
 
 QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec)
-    : comm_(&comm),
-      count_(count),
-      dtype_(dtype),
-      codec_(codec),
-      group_(QuantizedGroup::of(comm, codec.hierarchical())) {
+    : comm_(&comm), count_(count), dtype_(dtype), codec_(codec), group_(QuantizedGroup::of(comm, codec)) {
   if (codec.error_feedback() && group_.index >= 0 && group_.members.size() > 1) {
     worker_error_.assign(count, 0.0f);
     owner_error_.assign(group_.block_count(count, group_.index), 0.0f);
@@ -63,7 +88,7 @@ QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t 
       count_(count),
       dtype_(dtype),
       codec_(codec),
-      group_(QuantizedGroup::of(comm, codec.hierarchical())),
+      group_(QuantizedGroup::of(comm, codec)),
       step_(first_step) {
   if (codec.error_feedback() && group_.index >= 0 && group_.members.size() > 1 && shared_error != nullptr) {
     worker_error_ptr_ = shared_error;
@@ -151,22 +176,24 @@ struct QuantizedWork {
     return RoundingKey{codec.stochastic(), codec.seed(), step, static_cast<uint32_t>(comm->rank()), index_base};
   }
 
+  // x over the group's slice: this rank's input, plus (hierarchical) its host peers' copies of the slice.
   void prepare() {
     if (!own_x) return;
+    const size_t elem = datatype_size(dtype), begin = group.slice_begin(count), n = group.slice_count(count);
+    const uint8_t* own = static_cast<const uint8_t*>(sendbuf) + begin * elem;
     if (dtype == BAGUA_FLOAT32)
-      std::memcpy(x, sendbuf, count * sizeof(float));
+      std::memcpy(x + begin, own, n * sizeof(float));
     else
-      cast_to_float(sendbuf, dtype, count, x);
-    const size_t elem = datatype_size(dtype);
-    std::vector<float> peer(dtype == BAGUA_FLOAT32 ? 0 : count);
+      cast_to_float(own, dtype, n, x + begin);
+    std::vector<float> peer(dtype == BAGUA_FLOAT32 ? 0 : n);
     for (size_t k = 0; k < group.local_peers.size(); ++k) {  // own input first, then the host's by ascending rank
-      const uint8_t* src = local_in + k * count * elem;
+      const uint8_t* src = local_in + k * n * elem;
       const float* values = reinterpret_cast<const float*>(src);
       if (dtype != BAGUA_FLOAT32) {
-        cast_to_float(src, dtype, count, peer.data());
+        cast_to_float(src, dtype, n, peer.data());
         values = peer.data();
       }
-      reduce_from(x, x, values, count, BAGUA_FLOAT32, BAGUA_SUM);
+      reduce_from(x + begin, x + begin, values, n, BAGUA_FLOAT32, BAGUA_SUM);
     }
   }
   // My compressed copy of owner j's block (with my worker error feedback).
@@ -177,27 +204,83 @@ struct QuantizedWork {
   // The owner's sum, input by input as they arrive (own block first), then its compressed form.
   void owner_begin() { std::memcpy(acc, x + offset(group.index), length(group.index) * sizeof(float)); }
   void owner_add(int j) { codec.decompress_accumulate(in[j], length(group.index), acc); }
-  // Elements [e0, e1) of my block (e0 on a chunk boundary), compressed into their place in `mine`.
-  void owner_compress(size_t e0, size_t e1) {
-    codec.compress(acc + e0, e1 - e0, owner_error ? owner_error + e0 : nullptr, key(offset(group.index) + e0),
-                   mine + codec.compressed_bytes(e0));
-  }
-  // Elements [e0, e1) of block j (e0 on a chunk boundary) into the output. Everyone decompresses the same
-  // bytes (the owner its own `mine` too): bit-identical outputs.
-  void finish_range(int j, size_t e0, size_t e1) {
+  // My block's sum, compressed into `mine`.
+  void owner_compress() { codec.compress(acc, length(group.index), owner_error, key(offset(group.index)), mine); }
+  // Block j into the output. Everyone decompresses the same bytes (the owner its own `mine` too): bit-identical
+  // outputs.
+  void finish(int j) {
     const bool f32 = dtype == BAGUA_FLOAT32;
-    const size_t off = offset(j) + e0, n = e1 - e0;
+    const size_t off = offset(j), n = length(j);
     if (n == 0) return;
     float* out = (f32 ? static_cast<float*>(recvbuf) : x) + off;
     if (m() == 1) {
       if (out != x + off) std::memmove(out, x + off, n * sizeof(float));
     } else {
-      codec.decompress((j == group.index ? mine : block[j]) + codec.compressed_bytes(e0), n, out);
+      codec.decompress(j == group.index ? mine : block[j], n, out);
     }
     if (avg) divide_by(out, n, BAGUA_FLOAT32, comm->size());
     if (!f32) cast_from_float(out, n, static_cast<uint8_t*>(recvbuf) + off * datatype_size(dtype), dtype);
   }
 };
+
+// Input bytes below which a quantized allreduce sends full precision: BAGUA_QUANTIZED_MIN_BYTES, else the cost
+// model's size for the communicator's layout. The same on every rank (the configuration is agreed at init).
+size_t quantized_min_bytes(const Comm& comm) {
+  if (comm.config().quantized_min_bytes >= 0) return static_cast<size_t>(comm.config().quantized_min_bytes);
+  const CostModel model;
+  return comm.nhosts() > 1 ? model.quantized_min_bytes_hosts : model.quantized_min_bytes_one_host;
+}
+
+// The latency path: a plain allreduce (the selector's choice for this size) of the input plus what error feedback
+// owes, which is then zeroed, so that error feedback stays exact across the switch. The owed values go into
+// recvbuf (the input is read first, so in place works); fp16/bf16 inputs keep their rounding to the datatype as
+// the new residual.
+std::unique_ptr<Operation> build_full_precision(Comm& comm, const QuantizedArgs& a, const Codec& codec,
+                                                const QuantizedGroup& grp, float* worker, float* owner,
+                                                const std::function<ScheduleContext()>& take_context) {
+  const bool owes = worker != nullptr || owner != nullptr;
+  CollectiveArgs args;
+  args.collective = Collective::kAllreduce;
+  args.sendbuf = owes ? a.recvbuf : a.sendbuf;
+  args.recvbuf = a.recvbuf;
+  args.count = a.count;
+  args.dtype = a.dtype;
+  args.op = a.op;
+  check_collective_args(comm, args);  // fills in the extents the builders read
+  const int n = comm.size();
+  Algorithm algorithm = selector_of(comm).choose(Collective::kAllreduce, args.message_bytes(n), n, comm.hosts());
+  if (owes) {  // nothing that can fail comes before this, so a refused call leaves the residuals as they were
+    // Each element owes once: the owner's residual on its own block, the worker's elsewhere (in the shared-array
+    // form both name one array; the separate worker array is zero on the own block).
+    const size_t own_begin = grp.index >= 0 ? grp.block_offset(a.count, grp.index) : 0;
+    const size_t own_end = grp.index >= 0 ? own_begin + grp.block_count(a.count, grp.index) : 0;
+    auto owed = [&](size_t i) -> float& { return i >= own_begin && i < own_end ? owner[i - own_begin] : worker[i]; };
+    if (a.dtype == BAGUA_FLOAT32) {
+      const float* x = static_cast<const float*>(a.sendbuf);
+      float* out = static_cast<float*>(a.recvbuf);
+      for (size_t i = 0; i < a.count; ++i) {
+        float& e = owed(i);
+        out[i] = x[i] + e;
+        e = 0.0f;
+      }
+    } else {
+      std::vector<float> t(a.count), sent(a.count);
+      cast_to_float(a.sendbuf, a.dtype, a.count, t.data());
+      for (size_t i = 0; i < a.count; ++i) t[i] += owed(i);
+      cast_from_float(t.data(), a.count, a.recvbuf, a.dtype);
+      cast_to_float(a.recvbuf, a.dtype, a.count, sent.data());
+      for (size_t i = 0; i < a.count; ++i) owed(i) = t[i] - sent[i];
+    }
+  }
+  const ScheduleContext ctx = take_context();  // last: nothing fails after the sequence number is used up
+  comm.count_quantized_full_precision();
+  auto op = algorithm->build(
+      args, ctx,
+      fmt::format("quantized_allreduce #{} ({} x {}, {}: full precision below {} bytes, {})", ctx.sequence, a.count,
+                  datatype_name(a.dtype), codec.describe(), quantized_min_bytes(comm), algorithm->name));
+  op->count_as(BAGUA_OPKIND_QUANTIZED_ALLREDUCE);
+  return op;
+}
 
 }  // namespace
 
@@ -205,7 +288,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
                                                      QuantizedState* state, const ScheduleContext* taken) {
   auto w = std::make_shared<QuantizedWork>();
   w->codec = codec;
-  w->group = state ? state->group() : QuantizedGroup::of(comm, codec.hierarchical());
+  w->group = state ? state->group() : QuantizedGroup::of(comm, codec);
   w->comm = &comm;
   w->sendbuf = a.sendbuf;
   w->recvbuf = a.recvbuf;
@@ -218,12 +301,18 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   };
   auto describe = [&](uint64_t sequence) {
     return fmt::format("quantized_allreduce #{} ({} x {}, {}{})", sequence, a.count, datatype_name(a.dtype),
-                       codec.describe(), grp.hierarchical ? ", hierarchical" : "");
+                       codec.describe(), grp.rail ? ", rail" : (grp.hierarchical ? ", hierarchical" : ""));
   };
   if (a.count == 0) {
     ScheduleContext ctx = context();
     return std::make_unique<ScheduleOp>(BAGUA_OPKIND_QUANTIZED_ALLREDUCE, describe(ctx.sequence),
                                         std::make_unique<Schedule>(ctx));
+  }
+  if (a.count * datatype_size(a.dtype) < quantized_min_bytes(comm)) {
+    auto op = build_full_precision(comm, a, codec, grp, state ? state->worker_error() : nullptr,
+                                   state ? state->owner_error() : nullptr, context);
+    if (state) state->next_step();  // as a quantized call would, so that stochastic draws stay numbered by call
+    return op;
   }
 
   const size_t count = a.count, elem = datatype_size(a.dtype);
@@ -235,7 +324,8 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   // One scratch area: x, the host's inputs, compressed blocks out and in, my reduced block.
   ScratchPlan plan;
   size_t x_at = plan.add(w->own_x ? ScratchPlan::times(count, sizeof(float)) : 0);
-  size_t local_at = plan.add(ScratchPlan::times(static_cast<size_t>(nlocal), ScratchPlan::times(count, elem)));
+  size_t local_at =
+      plan.add(ScratchPlan::times(static_cast<size_t>(nlocal), ScratchPlan::times(grp.slice_count(count), elem)));
   std::vector<size_t> block_at(m), in_at(m);
   size_t mine_at = 0, acc_at = 0;
   const size_t own_count = member ? w->length(g) : 0;
@@ -291,7 +381,19 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   };
 
   // Every rank emits the same rounds (some empty) so that round numbers, hence tags, agree.
-  if (grp.hierarchical) {  // the host's inputs to its leader, at full precision
+  if (grp.rail) {  // each slice of the host's inputs to the slice's rank, at full precision
+    Round& exchange = s->round();
+    const size_t mine = grp.slice_count(count);
+    for (int k = 0; k < nlocal; ++k) {
+      const int peer = grp.local_peers[k];
+      const int theirs = k < grp.local_index ? k : k + 1;  // the peer's local index
+      const size_t n = grp.slice_count_of(count, theirs);
+      if (mine > 0) exchange.recvs.push_back({peer, w->local_in + static_cast<size_t>(k) * mine * elem, mine * elem});
+      if (n > 0)
+        exchange.sends.push_back(
+            {peer, static_cast<const uint8_t*>(a.sendbuf) + grp.slice_begin_of(count, theirs) * elem, n * elem});
+    }
+  } else if (grp.hierarchical) {  // the host's inputs to its leader, at full precision
     Round& gather = s->round();
     if (member) {
       for (int k = 0; k < nlocal; ++k)
@@ -335,20 +437,12 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
       round.during.push_back(timed([work, j = from(shifts[r - 1])] { work->owner_add(j); }));
     if (r + 1 == steps) round.after.push_back(timed([work, j = from(k)] { work->owner_add(j); }));
   }
-  // Allgather of the owners' compressed results: a ring pipelined in pieces. Block j starts at its owner;
-  // at step s rank g forwards block g - s to g + 1. Piece p of step s moves in round s + p, so a rank
-  // forwards each piece the round after it arrived and each link carries one stream. Pieces are whole
-  // chunks: the owner compresses piece p just before it leaves, and every rank decompresses a piece in the
-  // round after it arrived.
-  size_t largest = 0;
-  for (int j = 0; j < m; ++j) largest = std::max(largest, codec.compressed_bytes(w->length(j)));
-  const int pieces = static_cast<int>(std::min<size_t>(16, std::max<size_t>(1, largest / kPieceMinBytes)));
-  const int ring_rounds = m > 1 ? m - 2 + pieces : 1;
-  auto piece_elems = [&](int j, int p) {  // elements [e0, e1) of block j in piece p, e0 on a chunk boundary
-    const size_t n = w->length(j), chunks = (n + codec.chunk() - 1) / codec.chunk();
-    return std::make_pair(std::min(n, chunks * p / pieces * codec.chunk()),
-                          std::min(n, chunks * (p + 1) / pieces * codec.chunk()));
-  };
+  // Allgather of the owners' compressed results: a ring of m - 1 rounds. Block j starts at its owner; in round
+  // t rank g forwards block g - t to g + 1, in messages of 512 KiB (add_send_pieces), and decompresses the block
+  // it received in round t while round t + 1 moves (after the last round, the last one). The owner compresses
+  // its block after the alltoall. Cutting blocks into pipelined pieces (up to 16 of 512 KiB, a round barrier
+  // each) was slower: 257-308 ms against 241-262 ms for the 64 MiB 8-bit call on 4 test-bed hosts.
+  const int ring_rounds = std::max(1, m - 1);
   const size_t first_gather_round = s->rounds().size();
   for (int t = 0; t < ring_rounds; ++t) s->round();
   auto gather_round = [&](int t) -> Round& { return s->rounds()[first_gather_round + t]; };
@@ -361,32 +455,34 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   };
   if (exchanges) {
     const int next = grp.members[to(1)], prev = grp.members[from(1)];
-    for (int p = 0; p < pieces; ++p) {  // my block: compress piece p before round p, decompress it after
-      auto [e0, e1] = piece_elems(g, p);
-      LocalStep compress = timed([work, e0 = e0, e1 = e1] { work->owner_compress(e0, e1); });
-      if (p == 0)
-        s->rounds()[first_gather_round - 1].after.push_back(std::move(compress));
-      else
-        gather_round(p - 1).during.push_back(std::move(compress));
-      after_round(p, timed([work, g, e0 = e0, e1 = e1] { work->finish_range(g, e0, e1); }));
-    }
-    for (int step = 0; step <= m - 2; ++step) {
-      const int send_block = (g - step + m) % m, recv_block = (g - step - 1 + m) % m;
-      uint8_t* send_data = send_block == g ? w->mine : w->block[send_block];
-      for (int p = 0; p < pieces; ++p) {
-        Round& round = gather_round(step + p);
-        auto [s0, s1] = piece_elems(send_block, p);
-        auto [r0, r1] = piece_elems(recv_block, p);
-        size_t sb = codec.compressed_bytes(s0), se = codec.compressed_bytes(s1);
-        size_t rb = codec.compressed_bytes(r0), re = codec.compressed_bytes(r1);
-        if (se > sb) round.sends.push_back({next, send_data + sb, se - sb});
-        if (re > rb) round.recvs.push_back({prev, w->block[recv_block] + rb, re - rb});
-        after_round(step + p, timed([work, recv_block, r0 = r0, r1 = r1] { work->finish_range(recv_block, r0, r1); }));
-      }
+    s->rounds()[first_gather_round - 1].after.push_back(timed([work] { work->owner_compress(); }));
+    after_round(0, timed([work, g] { work->finish(g); }));
+    for (int t = 0; t < m - 1; ++t) {
+      const int send_block = (g - t + m) % m, recv_block = (g - t - 1 + m) % m;
+      const size_t send_bytes = codec.compressed_bytes(w->length(send_block));
+      const size_t recv_bytes = codec.compressed_bytes(w->length(recv_block));
+      Round& round = gather_round(t);
+      if (send_bytes > 0)
+        add_send_pieces(round.sends, next, send_block == g ? w->mine : w->block[send_block], send_bytes);
+      if (recv_bytes > 0) add_recv_pieces(round.recvs, prev, w->block[recv_block], recv_bytes);
+      after_round(t, timed([work, recv_block] { work->finish(recv_block); }));
     }
   }
-  if (member && !exchanges) s->then(timed([work, n = count] { work->finish_range(0, 0, n); }));
-  if (grp.hierarchical) {  // the result to the host's other ranks
+  if (member && !exchanges) s->then(timed([work] { work->finish(0); }));
+  if (grp.rail) {  // this rank's slice of the result to the host's other ranks, theirs from them
+    Round& spread = s->round();
+    const size_t mine = grp.slice_count(count);
+    for (int k = 0; k < nlocal; ++k) {
+      const int peer = grp.local_peers[k];
+      const int theirs = k < grp.local_index ? k : k + 1;
+      const size_t n = grp.slice_count_of(count, theirs);
+      if (n > 0)
+        spread.recvs.push_back(
+            {peer, static_cast<uint8_t*>(a.recvbuf) + grp.slice_begin_of(count, theirs) * elem, n * elem});
+      if (mine > 0)
+        spread.sends.push_back({peer, static_cast<uint8_t*>(a.recvbuf) + grp.slice_begin(count) * elem, mine * elem});
+    }
+  } else if (grp.hierarchical) {  // the result to the host's other ranks
     Round& spread = s->round();
     if (member) {
       for (int peer : grp.local_peers) spread.sends.push_back({peer, a.recvbuf, count * elem});

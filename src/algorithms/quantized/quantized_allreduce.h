@@ -2,8 +2,11 @@
 // wire is compressed. Rank g of the exchange group owns block g: the others send it their compressed copy of
 // block g (an alltoall), the owner adds them to its own full-precision block in fp32, recompresses the sum
 // and sends it to all (an allgather); everyone, the owner included, decompresses the same bytes, so outputs
-// are bit-identical. Hierarchical form: the group is one leader per host; the leader first sums its host's
-// inputs at full precision and finally sends the result to them.
+// are bit-identical. Hierarchical forms: the rail form (every host has L ranks) splits the vector into L slices;
+// the ranks of a host first sum each slice at full precision at the slice's rank (local index l), the ranks with
+// local index l on every host run the algorithm on slice l, and each sends its slice of the result to its host. The
+// leader form (hosts of different sizes): the group is one leader per host, which sums its host's inputs at full
+// precision first and sends them the result at the end.
 #pragma once
 
 #include <atomic>
@@ -18,15 +21,26 @@
 
 namespace bagua {
 
-// Who exchanges compressed blocks, and this rank's part in it. A pure function of (comm, hierarchical).
+// Who exchanges compressed blocks, and this rank's part in it. A pure function of (comm, codec).
 struct QuantizedGroup {
   bool hierarchical = false;
+  bool rail = false;             // hierarchical, every host with local_size ranks: one group per local index
   std::vector<int> members;      // ranks exchanging compressed blocks, ascending
   int index = -1;                // this rank's position in members, -1 if it only talks to its leader
-  int leader = 0;                // this rank's host leader (itself when not hierarchical)
-  std::vector<int> local_peers;  // leader only: the other ranks of its host, ascending
+  int leader = 0;                // this rank's host leader (itself when not hierarchical or rail)
+  std::vector<int> local_peers;  // leader (or any rank, rail): the other ranks of its host, ascending
+  int local_index = 0;           // rail: this rank's place in its host, the slice its group exchanges
+  int local_size = 1;            // rail: ranks per host, the number of slices
 
-  static QuantizedGroup of(const Comm& comm, bagua_hierarchical_t mode);
+  // hierarchical: ON, or AUTO when the communicator spans hosts, some host has several ranks and the format sends
+  // at least CostModel::quantized_hierarchical_min_bits per element.
+  static QuantizedGroup of(const Comm& comm, const Codec& codec);
+  // The part of the vector that the group exchanges: slice local_index of local_size (all of it unless rail).
+  size_t slice_begin(size_t count) const;
+  size_t slice_count(size_t count) const;
+  size_t slice_begin_of(size_t count, int local) const;
+  size_t slice_count_of(size_t count, int local) const;
+  // Block b of the slice, which members[b] owns.
   size_t block_offset(size_t count, int b) const;
   size_t block_count(size_t count, int b) const;
 };
