@@ -1,0 +1,252 @@
+"""BAGUA's system relaxations: compression settings, quantized-allreduce state, gossip topologies,
+low-precision decentralized SGD and asynchronous model averaging (docs/relaxations.md)."""
+
+import array
+import contextlib
+import ctypes
+import dataclasses
+import enum
+
+from ._buffers import DataType, as_buffer
+from ._library import COMPRESSION_MAGIC, VERSION_CODE, c_handle, call
+from .errors import InvalidArgumentError, InvalidUsageError
+
+
+class CompressKind(enum.IntEnum):
+    """bagua_compress_kind_t."""
+
+    MINMAX = 0
+    SIGN = 1
+    FP16 = 2
+    BF16 = 3
+
+
+class Hierarchical(enum.IntEnum):
+    """bagua_hierarchical_t."""
+
+    AUTO = 0
+    ON = 1
+    OFF = 2
+
+
+class TopologyKind(enum.IntEnum):
+    """bagua_topology_kind_t."""
+
+    RING = 0
+    EXPONENTIAL = 1
+    ONE_PEER_EXPONENTIAL = 2
+    SHIFT_ONE = 3
+    FULL = 4
+
+
+def _enum(cls, value, what):
+    if isinstance(value, str):
+        try:
+            return cls[value.upper()]
+        except KeyError:
+            raise InvalidArgumentError(f"{what} {value!r} is none of {', '.join(m.name.lower() for m in cls)}")
+    try:
+        return cls(value)
+    except ValueError:
+        raise InvalidArgumentError(f"{what} {value!r} is none of {', '.join(m.name.lower() for m in cls)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Compression:
+    """bagua_compression_t. kind: 'minmax' (bits 1, 2, 4, 8), 'sign', 'fp16' or 'bf16'; chunk 256..4096."""
+
+    kind: object = CompressKind.MINMAX
+    bits: int = 8
+    chunk: int = 1024
+    stochastic: bool = False
+    seed: int = 0
+    error_feedback: bool = False
+    hierarchical: object = Hierarchical.AUTO
+
+    def as_struct(self):
+        from ._library import Compression as Struct
+
+        return Struct(ctypes.sizeof(Struct), COMPRESSION_MAGIC, VERSION_CODE,
+                      int(_enum(CompressKind, self.kind, "compression kind")), int(self.bits), int(self.chunk),
+                      int(bool(self.stochastic)), int(self.seed) & (2**64 - 1), int(bool(self.error_feedback)),
+                      int(_enum(Hierarchical, self.hierarchical, "hierarchical")))
+
+
+class _Handle:
+    """A library object freed by close() (or the context manager's exit)."""
+
+    _destroy = None
+
+    def __init__(self, comm, handle):
+        self.comm = comm  # keeps the communicator alive
+        self._handle = handle
+        comm._dependents.add(self)
+
+    def _h(self):
+        if self._handle is None:
+            raise InvalidUsageError(f"this {type(self).__name__} was closed")
+        return self._handle
+
+    def close(self):
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            call(self._destroy, handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class QState(_Handle):
+    """Error-feedback buffers and step counter of one tensor for quantized_allreduce (local, not collective)."""
+
+    _destroy = "qstate_destroy"
+
+    def __init__(self, comm, count, dtype=DataType.FLOAT32, compression=None):
+        self.compression = compression or Compression(error_feedback=True)
+        self.count = int(count)
+        cfg = self.compression.as_struct()
+        handle = c_handle()
+        call("qstate_create", comm._h(), self.count, int(dtype), ctypes.byref(cfg), ctypes.byref(handle))
+        super().__init__(comm, handle)
+
+    def residual(self, out=None):
+        """What error feedback still owes, as count float32 (into out, else a new array.array('f'))."""
+        if out is None:
+            out = array.array("f", bytes(4 * self.count))
+        buf = as_buffer(out, "out", True)
+        if buf.dtype != DataType.FLOAT32 or buf.count != self.count:
+            raise InvalidArgumentError(f"residual: out must hold {self.count} float32")
+        call("qstate_residual", self._h(), buf.ptr, buf.count)
+        return out
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self.close()
+
+
+class Topology(_Handle):
+    """A gossip graph (local: every rank computes the same one). kind: a TopologyKind or its name."""
+
+    _destroy = "topology_destroy"
+
+    def __init__(self, comm, kind=TopologyKind.RING, _handle=None):
+        if _handle is None:
+            _handle = c_handle()
+            call("topology_create", comm._h(), int(_enum(TopologyKind, kind, "topology kind")),
+                 ctypes.byref(_handle))
+        super().__init__(comm, _handle)
+
+    @classmethod
+    def from_edges(cls, comm, src, dst, weights=None, metropolis_hastings=False):
+        """A static graph: edge e sends src[e]'s vector to dst[e] with weights[e]."""
+        if len(src) != len(dst) or (weights is not None and len(weights) != len(src)):
+            raise InvalidArgumentError("from_edges: src, dst and weights must have one entry per edge")
+        n = len(src)
+        c_src, c_dst = (ctypes.c_int * n)(*src), (ctypes.c_int * n)(*dst)
+        c_weights = None if weights is None else (ctypes.c_double * n)(*weights)
+        handle = c_handle()
+        call("topology_create_from_edges", comm._h(), n, c_src, c_dst, c_weights, int(bool(metropolis_hastings)),
+             ctypes.byref(handle))
+        return cls(comm, _handle=handle)
+
+    def check(self):
+        """Collective: raises InvalidUsageError unless every rank holds the same topology."""
+        call("topology_check", self._h())
+
+    def set_hierarchical(self, hierarchical=True):
+        call("topology_set_hierarchical", self._h(), int(bool(hierarchical)))
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self.close()
+
+
+def _float32(buf, what, count=None, writable=True):
+    b = as_buffer(buf, what, writable)
+    if b.dtype != DataType.FLOAT32:
+        raise InvalidArgumentError(f"{what} must be float32, not {b.dtype.name.lower()}")
+    if count is not None and b.count != count:
+        raise InvalidArgumentError(f"{what} has {b.count} elements, not {count}")
+    return b
+
+
+class LowPrecisionDecentralized(_Handle):
+    """BAGUA's low-precision decentralized SGD on a ring (bagua_lpdec_*): float32 weights, replicas of this
+    rank and both neighbours, compressed differences exchanged."""
+
+    _destroy = "lpdec_destroy"
+
+    def __init__(self, comm, initial, compression=None):
+        init = _float32(initial, "initial", writable=False)
+        self.count = init.count
+        self.compression = compression or Compression()
+        cfg = self.compression.as_struct()
+        handle = c_handle()
+        call("lpdec_create", comm._h(), init.count, ctypes.byref(cfg), init.ptr, ctypes.byref(handle))
+        super().__init__(comm, handle)
+
+    def step(self, x):
+        """Collective: x (the updated weights) <- replica average, and the change goes out compressed."""
+        b = _float32(x, "x", self.count)
+        call("lpdec_step", self._h(), b.ptr)
+        return x
+
+    def replica(self, which, out=None):
+        """which: -1 the left neighbour's replica, 0 this rank's, +1 the right neighbour's."""
+        if out is None:
+            out = array.array("f", bytes(4 * self.count))
+        b = _float32(out, "out", self.count)
+        call("lpdec_replica", self._h(), int(which), b.ptr, b.count)
+        return out
+
+
+class AsyncAverage:
+    """Asynchronous model averaging of buf by a background thread (collective start and stop). Guard your
+    updates of buf with `with avg.locked():`."""
+
+    def __init__(self, comm, buf, interval_ms=0):
+        self.comm = comm
+        self._buf = as_buffer(buf, "buf", True)  # referenced until stop
+        self._handle = c_handle()
+        call("async_average_start", comm._h(), self._buf.ptr, self._buf.count, int(self._buf.dtype),
+             int(interval_ms), ctypes.byref(self._handle))
+        comm._dependents.add(self)
+
+    def _h(self):
+        if self._handle is None:
+            raise InvalidUsageError("this AsyncAverage was stopped")
+        return self._handle
+
+    @contextlib.contextmanager
+    def locked(self):
+        call("async_average_lock", self._h())
+        try:
+            yield
+        finally:
+            call("async_average_unlock", self._h())
+
+    @property
+    def rounds(self):
+        value = ctypes.c_uint64()
+        call("async_average_stats", self._h(), ctypes.byref(value))
+        return value.value
+
+    def stop(self):
+        """Collective by agreement: ends averaging on every rank and frees the handle."""
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            try:
+                call("async_average_stop", handle)
+            finally:
+                self._buf = None
+
+    close = stop
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
