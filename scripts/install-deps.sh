@@ -4,8 +4,9 @@ set -euo pipefail
 
 PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libhwloc-dev libhwloc-plugins hwloc libfmt-dev catch2 libssl-dev iproute2
           ethtool util-linux python3)
-# The Python binding (python/bagua) and its tests: venv for the pip check, pytest, NumPy, PyTorch (Debian's, CPU).
-PACKAGES+=(python3-venv python3-pytest python3-numpy python3-torch)
+# The Python binding (python/bagua) and its tests: venv for the pip check, pytest, NumPy, PyTorch (Debian's, CPU),
+# and scikit-learn for the digits data set of examples/python/train_digits.py.
+PACKAGES+=(python3-venv python3-pytest python3-numpy python3-torch python3-sklearn)
 # Peers for the comparison benchmarks (perf/compare); not needed to build or test.
 if [ "${BAGUA_WITH_PEERS:-0}" = 1 ]; then
   PACKAGES+=(openmpi-bin libopenmpi-dev libgloo-dev)

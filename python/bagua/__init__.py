@@ -17,6 +17,7 @@ from ._version import __version__
 from .communicator import Communicator, ReduceOp, Request, destroy_all, get_unique_id, group
 from .errors import (AbortedError, BaguaError, BaguaSystemError, BaguaTimeoutError, CudaError, InternalError,
                      InvalidArgumentError, InvalidUsageError, NotSupportedError, RemoteError)
+from .scheduler import BucketAlgorithm, Scheduler
 from .relaxations import (AsyncAverage, CompressKind, Compression, Hierarchical, LowPrecisionDecentralized, QState,
                           Topology, TopologyKind)
 

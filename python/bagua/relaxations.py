@@ -220,13 +220,19 @@ class AsyncAverage:
             raise InvalidUsageError("this AsyncAverage was stopped")
         return self._handle
 
+    def lock(self):
+        call("async_average_lock", self._h())
+
+    def unlock(self):
+        call("async_average_unlock", self._h())
+
     @contextlib.contextmanager
     def locked(self):
-        call("async_average_lock", self._h())
+        self.lock()
         try:
             yield
         finally:
-            call("async_average_unlock", self._h())
+            self.unlock()
 
     @property
     def rounds(self):
