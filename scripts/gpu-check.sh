@@ -94,6 +94,9 @@ step() {
   elif [ -z "$ONLY" ] || [[ "$ONLY" == *",sanitizer,"* ]]; then
     echo "== sanitizer: compute-sanitizer not found"
   fi
+  # The Python binding's suite with CUDA tensors (tests/python/test_cuda.py) on the machine's python3 and torch.
+  step python 240 env PYTHONPATH=build/python BAGUA_QUANTIZED_MIN_BYTES=0 BAGUA_TIMEOUT=30 $RUN -n 2 \
+    python3 -m pytest -q -p no:cacheprovider tests/python
   # Benchmarks: kernels, then allreduce on device and on host memory, 2 ranks sharing the GPU.
   step perf:kernels 90 $B/bagua_cuda_kernels_perf
   step perf:device 90 $RUN -n 2 $B/bagua_allreduce_perf -M device -b 4K -e 256M -f 4

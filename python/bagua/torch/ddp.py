@@ -64,6 +64,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._in_flight = False  # a step has marks and no wait yet
         self._marked = set()
         self._queued = False  # the end-of-backward callback is queued
+        self._events = []  # CUDA events of this step's marks
         self._keep = []
         self._broadcast_from_rank0([p.data for p in module.parameters()] + list(module.buffers()))
         # backward produces the last layers' gradients first: register in that order
@@ -173,12 +174,13 @@ class DistributedDataParallel(torch.nn.Module):
         self._marked.add(i)
         self._in_flight = True
 
-    @staticmethod
-    def _event_for(p):
+    def _event_for(self, p):
+        """CUDA: an event on the current stream after the gradient, kept until the step's wait."""
         if p.device.type != "cuda":
             return None
         event = torch.cuda.Event()
         event.record()
+        self._events.append(event)
         return event.cuda_event
 
     def _end_of_backward(self):
@@ -191,7 +193,10 @@ class DistributedDataParallel(torch.nn.Module):
         for i in unused:
             self._scheduler.mark_unused(i)
         self._marked.clear()
-        self._scheduler.wait(self._stream())
+        try:
+            self._scheduler.wait(self._stream())
+        finally:
+            self._events.clear()
         self._in_flight = False
         for i in unused:  # they receive the average like the others
             p = self._order[i]
