@@ -111,8 +111,8 @@ def _from_numpy(a, what, writable):
         raise InvalidArgumentError(f"{what}: NumPy dtype {dt} has no bagua datatype")
     if dt.byteorder not in ("=", "|") and (dt.byteorder == "<") != _LITTLE_ENDIAN:
         raise InvalidArgumentError(f"{what}: NumPy dtype {dt} is not in native byte order")
-    if not (a.flags.c_contiguous or a.flags.f_contiguous):
-        raise InvalidArgumentError(f"{what}: the array is not contiguous (use numpy.ascontiguousarray)")
+    if not a.flags.c_contiguous:  # Fortran order would put blocks (allgather, scatter, ...) out of index order
+        raise InvalidArgumentError(f"{what}: the array is not C-contiguous (use numpy.ascontiguousarray)")
     if writable and not a.flags.writeable:
         raise InvalidArgumentError(f"{what}: the array is read-only")
     return Buffer(a.__array_interface__["data"][0], a.size, dtype, keep=a)

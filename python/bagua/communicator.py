@@ -73,17 +73,22 @@ def _int(value, what):
 
 class Request:
     """A non-blocking operation. wait() returns its output object; test() says whether it finished.
-    Either raises the operation's error. The buffers stay referenced until it finishes."""
+    Either raises the operation's error. The buffers and the communicator stay referenced until it finishes,
+    and destroying the communicator first finishes it."""
 
-    def __init__(self, handle, keep, result):
+    def __init__(self, comm, handle, keep, result):
+        self._comm = comm
         self._handle = handle
         self._keep = keep
         self._result = result
         self._status = None
+        comm._requests.add(self)
 
     def _finish(self, status):
         self._handle = None
         self._keep = None
+        self._comm._requests.discard(self)
+        self._comm = None
         self._status = status
         if status != 0:
             self._error = error_for(status, lib.bagua_get_last_error(None).decode("utf-8", "replace"))
@@ -136,7 +141,7 @@ def _collective(prepare):
         c_args, bufs, result = prepare(self, *args, **kwargs)
         handle = c_handle()
         call("i" + name, *c_args, self._h(), ctypes.byref(handle))
-        return Request(handle, bufs, result)
+        return Request(self, handle, bufs, result)
 
     blocking.__name__, nonblocking.__name__ = name, "i" + name
     blocking.__doc__ = prepare.__doc__
@@ -151,6 +156,8 @@ class Communicator:
         self._handle = handle
         self._parent = parent  # a split keeps its parent alive
         self._dependents = weakref.WeakSet()  # states, topologies, ... freed before the communicator
+        self._active = set()  # schedulers and averaging threads: held until closed, they use buffers
+        self._requests = weakref.WeakSet()  # unfinished requests, finished before the communicator goes
         rank, size = ctypes.c_int(), ctypes.c_int()
         call("comm_rank", handle, ctypes.byref(rank))
         call("comm_size", handle, ctypes.byref(size))
@@ -242,7 +249,10 @@ class Communicator:
         """Frees the communicator (safe after an error), and first what was made on it (QState, Topology,
         LowPrecisionDecentralized, AsyncAverage). Later calls raise InvalidUsageError."""
         if self._handle is not None:
-            for dependent in list(self._dependents):
+            for request in list(self._requests):
+                if request._handle is not None:
+                    request._finish(lib.bagua_wait(request._handle))  # bounded by the timeout
+            for dependent in list(self._active) + list(self._dependents):
                 try:
                     dependent.close()
                 except Exception:
@@ -283,12 +293,12 @@ class Communicator:
 
     def barrier(self, stream=None):
         """Every rank has entered the barrier before any leaves it."""
-        call("barrier", self._h(), stream)
+        call("barrier", self._h(), getattr(stream, "cuda_stream", stream))
 
     def ibarrier(self):
         handle = c_handle()
         call("ibarrier", self._h(), ctypes.byref(handle))
-        return Request(handle, None, None)
+        return Request(self, handle, None, None)
 
     def _allreduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM):
         """allreduce(sendbuf, recvbuf=None, op=SUM): recvbuf = op over ranks of sendbuf (in place without
@@ -342,6 +352,8 @@ class Communicator:
         else:
             send, result = as_buffer(sendbuf, "sendbuf", False), None
             recv = None if recvbuf is None else as_buffer(recvbuf, "recvbuf", True)
+            if recv is not None:
+                same_kind(send, recv, "sendbuf and recvbuf")
         return ((send.ptr, recv.ptr if recv else None, send.count, send.dtype, _redop(op), root), (send, recv),
                 result)
 

@@ -89,8 +89,8 @@ class _Handle:
 
     def close(self):
         if self._handle is not None:
-            handle, self._handle = self._handle, None
-            call(self._destroy, handle)
+            call(self._destroy, self._handle)  # a refusal leaves the object as it was
+            self._handle = None
 
     def __enter__(self):
         return self
@@ -116,9 +116,7 @@ class QState(_Handle):
         """What error feedback still owes, as count float32 (into out, else a new array.array('f'))."""
         if out is None:
             out = array.array("f", bytes(4 * self.count))
-        buf = as_buffer(out, "out", True)
-        if buf.dtype != DataType.FLOAT32 or buf.count != self.count:
-            raise InvalidArgumentError(f"residual: out must hold {self.count} float32")
+        buf = _float32(out, "out", self.count, host=True)
         call("qstate_residual", self._h(), buf.ptr, buf.count)
         return out
 
@@ -164,8 +162,10 @@ class Topology(_Handle):
             self.close()
 
 
-def _float32(buf, what, count=None, writable=True):
+def _float32(buf, what, count=None, writable=True, host=False):
     b = as_buffer(buf, what, writable)
+    if host and b.is_cuda:
+        raise InvalidArgumentError(f"{what} must be in host memory")
     if b.dtype != DataType.FLOAT32:
         raise InvalidArgumentError(f"{what} must be float32, not {b.dtype.name.lower()}")
     if count is not None and b.count != count:
@@ -198,7 +198,7 @@ class LowPrecisionDecentralized(_Handle):
         """which: -1 the left neighbour's replica, 0 this rank's, +1 the right neighbour's."""
         if out is None:
             out = array.array("f", bytes(4 * self.count))
-        b = _float32(out, "out", self.count)
+        b = _float32(out, "out", self.count, host=True)
         call("lpdec_replica", self._h(), int(which), b.ptr, b.count)
         return out
 
@@ -213,7 +213,7 @@ class AsyncAverage:
         self._handle = c_handle()
         call("async_average_start", comm._h(), self._buf.ptr, self._buf.count, int(self._buf.dtype),
              int(interval_ms), ctypes.byref(self._handle))
-        comm._dependents.add(self)
+        comm._active.add(self)
 
     def _h(self):
         if self._handle is None:
@@ -243,11 +243,10 @@ class AsyncAverage:
     def stop(self):
         """Collective by agreement: ends averaging on every rank and frees the handle."""
         if self._handle is not None:
-            handle, self._handle = self._handle, None
-            try:
-                call("async_average_stop", handle)
-            finally:
-                self._buf = None
+            call("async_average_stop", self._handle)  # refused while locked: the thread still runs then
+            self._handle = None
+            self._buf = None
+            self.comm._active.discard(self)
 
     close = stop
 

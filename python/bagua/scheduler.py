@@ -4,7 +4,7 @@ backward hooks in any order, wait at the end of the step."""
 import ctypes
 import enum
 
-from ._buffers import as_buffer
+from ._buffers import DataType, as_buffer
 from ._library import SCHEDULER_MAGIC, VERSION_CODE, SchedulerConfig, SchedulerInfo, c_handle, call
 from .errors import InvalidArgumentError, InvalidUsageError
 from .relaxations import Hierarchical, TopologyKind, _enum
@@ -38,7 +38,7 @@ class Scheduler:
         self._handle = c_handle()
         call("scheduler_create", comm._h(), ctypes.byref(config), ctypes.byref(self._handle))
         self._tensors = None
-        comm._dependents.add(self)
+        comm._active.add(self)
 
     def _h(self):
         if self._handle is None:
@@ -70,7 +70,7 @@ class Scheduler:
         call("scheduler_skip_step", self._h())
 
     def wait(self, stream=None):
-        call("scheduler_wait", self._h(), stream)
+        call("scheduler_wait", self._h(), getattr(stream, "cuda_stream", stream))
 
     def set_bucket_bytes(self, bucket_bytes):
         call("scheduler_set_bucket_bytes", self._h(), int(bucket_bytes))
@@ -84,14 +84,17 @@ class Scheduler:
     def residual(self, tensor, out):
         """The error-feedback residual of tensor, into out (float32 of the tensor's length)."""
         buf = as_buffer(out, "out", True)
+        if buf.is_cuda or buf.dtype != DataType.FLOAT32:
+            raise InvalidArgumentError("residual: out must be float32 in host memory")
         call("scheduler_residual", self._h(), int(tensor), buf.ptr, buf.count)
         return out
 
     def close(self):
         if self._handle is not None:
-            handle, self._handle = self._handle, None
+            call("scheduler_destroy", self._handle)  # refused while a step is in flight: nothing changes then
+            self._handle = None
             self._tensors = None
-            call("scheduler_destroy", handle)
+            self.comm._active.discard(self)
 
     def __enter__(self):
         return self

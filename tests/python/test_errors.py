@@ -19,7 +19,8 @@ def still_usable(comm):
 
 @pytest.mark.parametrize("buf,words", [
     (torch.ones(4, 4).t(), "not contiguous"),
-    (np.ones((4, 4), np.float32)[:, 1], "not contiguous"),
+    (np.ones((4, 4), np.float32)[:, 1], "not C-contiguous"),
+    (np.asfortranarray(np.ones((4, 4), np.float32)), "not C-contiguous"),  # its blocks would be out of order
     (torch.ones(3, dtype=torch.complex64), "no bagua datatype"),
     (np.ones(3, np.int16), "no bagua datatype"),
     (np.ones(3, bool), "no bagua datatype"),
@@ -112,3 +113,19 @@ def test_destroy_frees_what_was_made_on_the_communicator(comm):
         state.residual()
     with pytest.raises(bagua.InvalidUsageError, match="closed"):
         topo.check()
+
+
+def test_request_outliving_its_communicator_is_finished_by_destroy(comm):
+    sub = comm.split(0)
+    x = np.ones(1 << 16, np.float32)
+    req = sub.iallreduce(x)
+    sub.destroy()  # finishes the request first
+    assert req.is_completed() and req.wait() is x and (x == comm.size).all()
+
+
+def test_residual_needs_a_host_float32_buffer(comm):
+    with bagua.QState(comm, 8) as state:
+        with pytest.raises(bagua.InvalidArgumentError, match="float32"):
+            state.residual(np.zeros(8, np.float64))
+        with pytest.raises(bagua.InvalidArgumentError, match="8"):
+            state.residual(np.zeros(9, np.float32))

@@ -150,3 +150,68 @@ def test_parameters_broadcast_from_rank0_and_state_dict_round_trip(comm):
     assert torch.equal(ours(x), other(x))
     ours.close()
     other.close()
+
+
+class _FailOnce(torch.autograd.Function):
+    """Identity whose backward raises once: backward stops half way, after later layers were marked."""
+
+    armed = True
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if _FailOnce.armed:
+            _FailOnce.armed = False
+            raise RuntimeError("planted failure in backward")
+        return grad
+
+
+def test_training_goes_on_after_a_backward_that_raised(comm):
+    net = make_model(4)
+    ours = bt.DistributedDataParallel(net)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x, y = shard(0, comm.rank)
+
+    def loss_through_the_trap():
+        h = _FailOnce.apply(torch.relu(net.l1(x)))
+        return torch.nn.functional.cross_entropy(net.l2(h), y)
+
+    ours(x)  # the wrapper's forward (buffers, stale steps); the trap runs on the module directly
+    with pytest.raises(RuntimeError, match="planted"):
+        loss_through_the_trap().backward()  # l2's gradients were marked, l1's never come
+    for step in range(3):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ours(x), y).backward()
+        opt.step()
+    params = gathered_params(comm, net)
+    assert all(torch.equal(params[0], params[r]) for r in range(comm.size))
+    ours.close()
+
+
+def test_fp16_model_with_the_bytegrad_hook(comm, gloo):
+    """The hook's error-feedback state takes the bucket's dtype (here float16; torch 1.13's gloo cannot
+    broadcast bfloat16, and its CPU matmul has no float16, hence an elementwise model)."""
+    from bagua.torch import hooks
+
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.linspace(-1, 1, 4096).to(torch.float16))
+
+        def forward(self, x):
+            return x * self.weight
+
+    net = Scale()
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    model.register_comm_hook(hooks.HookState(comm), hooks.bytegrad)
+    x = (torch.arange(4096) % 5 + comm.rank).to(torch.float16)
+    model(x).float().sum().backward()
+    flat = net.weight.grad.float()
+    everyone = torch.zeros(flat.numel() * comm.size)
+    comm.allgather(flat, everyone)
+    assert all(torch.equal(flat, row) for row in everyone.reshape(comm.size, -1))
+    exact = (torch.arange(4096) % 5).float() + (comm.size - 1) / 2  # the average of x over ranks
+    assert (flat - exact).abs().max().item() <= 2 * (4 + comm.size) / 255 + 0.01  # 8-bit codes, fp16 rounding

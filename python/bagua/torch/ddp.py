@@ -7,6 +7,7 @@ weights: forward copies the weights in and starts the step, so the exchange over
 the end of backward waits and copies the averaged weights back before the optimizer's step.
 """
 
+import collections
 import contextlib
 import weakref
 
@@ -65,6 +66,9 @@ class DistributedDataParallel(torch.nn.Module):
         self._marked = set()
         self._queued = False  # the end-of-backward callback is queued
         self._events = []  # CUDA events of this step's marks
+        # The scheduler's thread reads a step's events after a device step's wait has returned; the first mark of
+        # step g waits for step g - 2 to finish, so the events of the last steps are kept until then.
+        self._older_events = collections.deque(maxlen=3)
         self._keep = []
         self._broadcast_from_rank0([p.data for p in module.parameters()] + list(module.buffers()))
         # backward produces the last layers' gradients first: register in that order
@@ -127,9 +131,14 @@ class DistributedDataParallel(torch.nn.Module):
                     ddp._async_unlock()
                 return result
 
+            locked_step.__doc__ = step.__doc__
+
             opt.step = locked_step
 
     def _async_unlock(self):
+        p = self._params[0]
+        if p.device.type == "cuda":  # the averaging thread reads the buffer once unlocked: the step must be done
+            torch.cuda.current_stream(p.device).synchronize()
         self._async.unlock()
 
     def _async_lock(self):
@@ -144,14 +153,18 @@ class DistributedDataParallel(torch.nn.Module):
         if self._async is not None and self.training and not self._locked:
             self._async_lock()
             self._locked = True
+        if self.algorithm.kind == "gradients" and self._sync and (self._queued or self._marked):
+            # the last backward stopped before its end (an exception): finish its step before this one
+            self._finish_gradients(complain=False)
         if self.algorithm.kind == "weights" and self.training and self._sync and torch.is_grad_enabled():
             if self._in_flight:  # a forward without backward: finish that step first
                 self._finish_weights()
             with torch.no_grad():
                 for p, view in zip(self._order, self._buffers_for_comm):
                     view.copy_(p.reshape(-1))
+            event = self._event_for(self._order[0])  # after the copies, on the current stream
             for i in range(len(self._order)):
-                self._scheduler.mark_ready(i)
+                self._scheduler.mark_ready(i, event)
             self._in_flight = True
             self._queued = False
         return self.module(*inputs, **kwargs)
@@ -189,6 +202,15 @@ class DistributedDataParallel(torch.nn.Module):
             if self._in_flight:
                 self._finish_weights()
             return
+        self._finish_gradients(complain=True)
+
+    def _retire_events(self):
+        self._older_events.append(self._events)
+        self._events = []
+
+    def _finish_gradients(self, complain):
+        """Marks what backward did not reach as unused and waits for the step."""
+        self._queued = False
         unused = [i for i in range(len(self._order)) if i not in self._marked]
         for i in unused:
             self._scheduler.mark_unused(i)
@@ -196,19 +218,22 @@ class DistributedDataParallel(torch.nn.Module):
         try:
             self._scheduler.wait(self._stream())
         finally:
-            self._events.clear()
+            self._retire_events()
         self._in_flight = False
         for i in unused:  # they receive the average like the others
             p = self._order[i]
             p.grad = self._buffers_for_comm[i].view_as(p)
-        if unused and not self.find_unused_parameters:
+        if complain and unused and not self.find_unused_parameters:
             names = {id(p): n for n, p in self.module.named_parameters()}
             missing = ", ".join(names.get(id(self._order[i]), "?") for i in unused[:5])
             raise RuntimeError(f"bagua DistributedDataParallel: parameters got no gradient this step ({missing}); "
                                "pass find_unused_parameters=True if that is intended")
 
     def _finish_weights(self):
-        self._scheduler.wait(self._stream())
+        try:
+            self._scheduler.wait(self._stream())
+        finally:
+            self._retire_events()
         self._in_flight = False
         with torch.no_grad():
             for p, view in zip(self._order, self._buffers_for_comm):
@@ -248,5 +273,8 @@ class DistributedDataParallel(torch.nn.Module):
         if self._scheduler is not None:
             if self._in_flight and self.algorithm.kind == "weights":
                 self._finish_weights()
-            self._scheduler.close()
+            elif self._marked or self._queued:
+                self._finish_gradients(complain=False)
+            self._scheduler.close()  # waits for device steps still running
             self._scheduler = None
+            self._events, self._older_events = [], collections.deque(maxlen=3)

@@ -13,6 +13,7 @@ that holds it.
 import torch
 
 from .. import default_communicator
+from .._buffers import as_buffer
 from ..relaxations import Compression, QState
 
 AVG = 4
@@ -38,13 +39,14 @@ class HookState:
             size = buffer.element_size()
             layout = [(id(p), (g.data_ptr() - buffer.data_ptr()) // size, g.numel())
                       for p, g in zip(params, bucket.gradients())]
-            entry = (QState(self.comm, buffer.numel(), compression=compression), layout)
+            dtype = as_buffer(buffer, "bucket", True).dtype
+            entry = (QState(self.comm, buffer.numel(), dtype, compression), layout)
             self._states[key] = entry
             with torch.no_grad():
                 for pid, offset, n in layout:
                     owed = self._carried.pop(pid, None)
                     if owed is not None:
-                        buffer[offset:offset + n] += owed.to(buffer.dtype)
+                        buffer[offset:offset + n] += owed.to(buffer.device, buffer.dtype)
         return entry[0]
 
     def _retire(self, key):

@@ -5,7 +5,10 @@ After warm-up the momentum arrives with compression noise (about 1/500 of its ch
 coordinate whose gradient was tiny all through warm-up (a weight of an input that is almost always zero, say)
 has a frozen variance far below that noise: noise / sqrt(v) would throw it far off, and did on the digits
 example. So each coordinate's normalized step m_hat / (sqrt(v_hat) + eps) is clamped to [-1, 1], the size of
-Adam's own steps, and coordinates whose variance stayed exactly 0 get none."""
+Adam's own steps, and coordinates whose variance stayed exactly 0 get none.
+
+weight_decay is decoupled, as in AdamW (the weights shrink by lr * weight_decay each step), in both phases: the
+momentum the scheduler averages is the gradients' alone."""
 
 
 import torch
@@ -34,8 +37,8 @@ class QAdamOptimizer(torch.optim.Optimizer):
                     state["exp_avg_sq"] = torch.zeros_like(p)
                 m, v = state["exp_avg"], state["exp_avg_sq"]
                 grad = p.grad
-                if group["weight_decay"] and not compressed:
-                    grad = grad.add(p, alpha=group["weight_decay"])
+                if group["weight_decay"]:  # decoupled (AdamW): the communicated momentum stays the gradients'
+                    p.mul_(1 - group["lr"] * group["weight_decay"])
                 if compressed:
                     m.copy_(grad)
                 else:
