@@ -12,7 +12,7 @@ file(RELATIVE_PATH BAGUA_PC_RELATIVE_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig"
 string(REGEX REPLACE "/$" "" BAGUA_PC_RELATIVE_PREFIX "${BAGUA_PC_RELATIVE_PREFIX}")
 configure_file(cmake/bagua.pc.in ${PROJECT_BINARY_DIR}/bagua.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/bagua.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-install(TARGETS bagua-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS bagua-run bagua-trace RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT bagua-targets NAMESPACE bagua:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/bagua)
 configure_package_config_file(cmake/bagua-config.cmake.in ${PROJECT_BINARY_DIR}/bagua-config.cmake
                               INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/bagua)

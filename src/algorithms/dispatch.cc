@@ -265,7 +265,9 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
           host.recvcounts = counts.data() + 2 * n;
           host.rdispls = counts.data() + 3 * n;
         }
-        return algorithm->build(host, ctx, description);
+        std::unique_ptr<Operation> built = algorithm->build(host, ctx, description);
+        built->set_algorithm(fmt::format("{} {}", collective_name(host.collective), algorithm->name));
+        return built;
       },
       description);
   return op;
@@ -284,6 +286,11 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
   if (algorithm == nullptr || !algorithm_supports(algorithm, n, comm.hosts()))
     fail(BAGUA_ERR_INTERNAL, "no {} algorithm '{}' for {} ranks", collective_name(args.collective),
          algorithm ? algorithm->name : args.algorithm, n);
+  if (Logger::instance().enabled(LogLevel::kDebug))
+    BAGUA_DEBUG("{}: {} bytes, {} ranks on {} hosts: {} ({})", collective_name(args.collective), args.message_bytes(n),
+                n, comm.nhosts(), algorithm->name,
+                args.algorithm ? std::string("the caller's choice")
+                               : selector_of(comm).explain(args.collective, args.message_bytes(n), n, comm.hosts()));
   if (args.on_device) return make_device_collective(comm, args, algorithm, suffix);
   ScheduleContext ctx = make_context(comm, tag_kind_of(args.collective), args.dtype, args.op);
   std::string description = args.collective == Collective::kBarrier
@@ -291,7 +298,9 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
                                 : fmt::format("{} #{} ({} x {}, {}{})", collective_name(args.collective), ctx.sequence,
                                               args.count, datatype_name(args.dtype), algorithm->name, suffix);
   BAGUA_TRACE("posting {}", description);
-  return algorithm->build(args, ctx, std::move(description));
+  std::unique_ptr<Operation> op = algorithm->build(args, ctx, std::move(description));
+  op->set_algorithm(fmt::format("{} {}", collective_name(args.collective), algorithm->name));
+  return op;
 }
 
 std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kind, const RelaxationBuffers& buffers,

@@ -1,6 +1,7 @@
 #include "algorithms/selection.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -83,6 +84,22 @@ AlgorithmSelector::AlgorithmSelector(const std::string& spec, double inter_host_
       rules_.push_back({c, lo, hi, a});
     }
   }
+}
+
+std::string AlgorithmSelector::explain(Collective c, size_t bytes, int nranks, const HostLayout& hosts) const {
+  for (const Rule& rule : rules_)
+    if (rule.collective == c && bytes >= rule.lo && bytes < rule.hi && usable(rule.algorithm, nranks, hosts))
+      return std::string("BAGUA_ALGO rule for ") + rule.algorithm->name;
+  const CostTerms terms(model_, bytes, nranks, hosts);
+  std::string out = "model:";
+  for (Algorithm a : algorithms_of(c)) {
+    if (!usable(a, nranks, hosts)) continue;
+    char cost[32];
+    std::snprintf(cost, sizeof cost, "%.1f", nranks == 1 ? 0.0 : a->cost_us(terms));
+    out += std::string(" ") + a->name + " " + cost + " us,";
+  }
+  if (out.back() == ',') out.pop_back();
+  return out;
 }
 
 Algorithm AlgorithmSelector::choose(Collective c, size_t bytes, int nranks, const HostLayout& hosts) const {

@@ -340,4 +340,8 @@ bagua_status_t bagua_comm_get_stats(bagua_comm_t comm, bagua_stats_t* stats) {
   });
 }
 
+bagua_status_t bagua_comm_dump_trace(bagua_comm_t comm, const char* path) {
+  return guarded(comm, "bagua_comm_dump_trace", [&] { require_comm(comm).dump_trace_now(path ? path : ""); });
+}
+
 }  // extern "C"

@@ -40,6 +40,8 @@ constexpr EnvSetting kSettings[] = {
      "quantized allreduce below this many input bytes sends full precision (default: 1 MiB within one host, 32 KiB "
      "across hosts; 0: always quantize)",
      "user"},
+    {"BAGUA_TRACE_SIZE", "operations each communicator's flight recorder keeps (default 1000; 0: off)", "user"},
+    {"BAGUA_TRACE_DIR", "folder where each rank writes its flight recorder when a communicator fails", "user"},
     {"RANK", "this rank, when BAGUA_RANK is unset", "torchrun"},
     {"WORLD_SIZE", "number of ranks, when BAGUA_WORLD_SIZE is unset", "torchrun"},
     {"LOCAL_RANK", "rank on this host", "torchrun"},

@@ -2,7 +2,12 @@
 // comm_progress.cc, the host layout in comm_layout.cc.
 #include "core/comm.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "base/logging.h"
 #include "base/scratch_cache.h"
@@ -57,6 +62,15 @@ void Comm::poison(bagua_status_t status, const std::string& message) {
 
 void Comm::fail_everything(bagua_status_t status, const std::string& message) {
   poison(status, message);
+  for (Operation* op : active_)
+    recorder_.end(op->trace_id(), FlightRecorder::State::kFailed, poison_status_.load(), op->waiting_for());
+  if (!trace_written_.exchange(true)) {
+    try {
+      dump_trace({}, message);
+    } catch (const std::exception& e) {
+      BAGUA_WARN("the flight recorder could not be written: {}", e.what());
+    }
+  }
   for (Operation* op : active_) op->fail(poison_status_.load(), message);
   active_.clear();
   watches_.clear();
@@ -109,6 +123,42 @@ const char* Comm::last_error() {
   std::lock_guard<std::mutex> lock(mutex_);
   last_error_view_ = last_error_;
   return last_error_view_.c_str();
+}
+
+std::string Comm::trace_header(const std::string& reason) const {
+  const RankInfo& me = ranks_[static_cast<size_t>(rank_)];
+  return fmt::format("bagua flight recorder: comm {:#x}{}{} rank {} of {} host {} pid {}; {}", comm_id_,
+                     config_.comm_name.empty() ? "" : " ", config_.comm_name, rank_, nranks_, me.hostname, getpid(),
+                     reason);
+}
+
+std::string Comm::dump_trace_now(const std::string& path) {
+  std::unique_lock<std::timed_mutex> lock(engine_mutex_, std::defer_lock);
+  if (lock.try_lock_for(std::chrono::milliseconds(1500))) note_waiting_of_active();
+  return dump_trace(path, "written on demand (bagua_comm_dump_trace)");
+}
+
+void Comm::note_waiting_of_active() {
+  for (Operation* op : active_) recorder_.note_waiting(op->trace_id(), op->waiting_for());
+}
+
+std::string Comm::dump_trace(const std::string& path, const std::string& reason) {
+  std::string file = path;
+  if (file.empty() && !config_.trace_dir.empty())
+    file = fmt::format("{}/bagua-trace-{:x}-rank{}.txt", config_.trace_dir, comm_id_, rank_);
+  if (file.empty()) {
+    BAGUA_WARN("{}", recorder_.tail(trace_header(reason), 20) +
+                         "# (the last 20; BAGUA_TRACE_DIR or bagua_comm_dump_trace write them all)");
+    return "the log";
+  }
+  std::string text = recorder_.dump(trace_header(reason));
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  if (f == nullptr) fail(BAGUA_ERR_SYSTEM, "cannot write the flight recorder to {}: {}", file, std::strerror(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) fail(BAGUA_ERR_SYSTEM, "cannot write the flight recorder to {}: {}", file, std::strerror(errno));
+  BAGUA_WARN("flight recorder written to {}", file);
+  return file;
 }
 
 }  // namespace bagua

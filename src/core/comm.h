@@ -7,8 +7,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+
 #include <string>
 #include <vector>
+#include "core/flight_recorder.h"
 
 #include "bagua/bagua.h"
 #include "base/error.h"
@@ -109,6 +111,12 @@ class Comm {
   // Poisons and fails every operation in flight now, from any thread (a failure outside the engine's loop).
   void fail_now(bagua_status_t status, const std::string& message);
 
+  // Writes the flight recorder to path; empty path: to BAGUA_TRACE_DIR when set, else to the log.
+  // Returns where it went. Throws SYSTEM when the file cannot be written.
+  std::string dump_trace(const std::string& path, const std::string& reason);
+  // The same from a caller's thread (bagua_comm_dump_trace): notes what running operations wait for first.
+  std::string dump_trace_now(const std::string& path);
+
  private:
   Comm();
 
@@ -141,6 +149,10 @@ class Comm {
   std::vector<uint64_t> recv_sequence_;
   Clock::time_point last_health_check_{};
   uint64_t ops_completed_[BAGUA_OPKIND_COUNT] = {};
+  FlightRecorder recorder_;
+  std::atomic<bool> trace_written_{false};  // the failure's dump is written once
+  std::string trace_header(const std::string& reason) const;
+  void note_waiting_of_active();  // engine mutex held
   uint64_t bytes_by_op_[BAGUA_OPKIND_COUNT] = {};
 
   void warm_up(Deadline deadline);      // comm_init.cc

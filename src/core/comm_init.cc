@@ -173,6 +173,7 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   comm->config_ = config;
+  comm->recorder_.set_capacity(config.trace_size);
   comm->secret_ = secret;
   comm->listen_ip_ = listener.local_address();
   comm->listen_ip_.set_port(0);

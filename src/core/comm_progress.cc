@@ -11,6 +11,9 @@
 namespace bagua {
 
 void Comm::retire(Operation& op) {
+  recorder_.end(op.trace_id(),
+                op.state() == Operation::State::kDone ? FlightRecorder::State::kDone : FlightRecorder::State::kFailed,
+                op.status(), {}, op.algorithm());
   if (op.state() == Operation::State::kDone) {
     ++ops_completed_[op.kind()];
     bytes_by_op_[op.kind()] += op.bytes_sent();
@@ -90,6 +93,7 @@ void Comm::check_watchdog(Operation& op) {
 void Comm::start(Operation& op) {
   std::lock_guard<std::timed_mutex> lock(engine_mutex_);
   check_usable();
+  op.set_trace_id(recorder_.begin(op.kind(), op.description()));
   active_.push_back(&op);
   watches_.push_back({&op, Watch{op.events(), Clock::now()}});
   progress_all();

@@ -78,6 +78,14 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_QUANTIZED_MIN_BYTES='{}' must be a byte count (0: always quantize)", text);
     config.quantized_min_bytes = v;
   }
+  if (const char* text = env_get("BAGUA_TRACE_SIZE"); text && *text) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(text, &end, 10);
+    if (*end != '\0' || !std::isdigit(static_cast<unsigned char>(text[0])) || v > 1000000)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_TRACE_SIZE='{}' must be a number of operations from 0 to 1000000", text);
+    config.trace_size = static_cast<size_t>(v);
+  }
+  if (const char* text = env_get("BAGUA_TRACE_DIR")) config.trace_dir = text;
   if (const char* text = env_get("BAGUA_RING_WINDOW"); text && *text) {
     char* end = nullptr;
     long v = std::strtol(text, &end, 10);

@@ -23,6 +23,8 @@ struct Config {
   long long quantized_min_bytes = -1;
   // BAGUA_DEVICE_MEMORY_LIMIT: the most memory (pinned host and device) this communicator's device calls hold
   size_t device_memory_limit = size_t{1} << 30;
+  size_t trace_size = 1000;  // BAGUA_TRACE_SIZE: operations the flight recorder keeps (0: off)
+  std::string trace_dir;     // BAGUA_TRACE_DIR: where each rank writes its flight recorder on failure
 
   // Defaults overridden by BAGUA_TIMEOUT (seconds, may be fractional), BAGUA_BIND, BAGUA_ALGO.
   static Config from_env();

@@ -33,6 +33,12 @@ class Operation {
   const std::string& error() const { return error_; }
   uint64_t events() const { return events_; }
   uint64_t bytes_sent() const { return bytes_sent_; }
+  // Its entry in the communicator's flight recorder (core/flight_recorder.h).
+  uint64_t trace_id() const { return trace_id_; }
+  void set_trace_id(uint64_t id) { trace_id_ = id; }
+  // "allreduce ring": the collective and the algorithm the dispatcher chose (empty for point to point).
+  const std::string& algorithm() const { return algorithm_; }
+  void set_algorithm(std::string algorithm) { algorithm_ = std::move(algorithm); }
   // Which transfers are still pending, for timeout messages ("receive of 4096 bytes from rank 3").
   virtual std::string waiting_for() const;
   // Stream-ordered on device memory (core/device_proxy.h): the call hands it to the communicator's proxy.
@@ -63,6 +69,8 @@ class Operation {
   std::string error_;
   uint64_t events_ = 0;
   uint64_t bytes_sent_ = 0;
+  uint64_t trace_id_ = 0;
+  std::string algorithm_;
   std::vector<const Transfer*> watched_;
 };
 

@@ -1,0 +1,95 @@
+#include "core/flight_recorder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "base/logging.h"
+
+namespace bagua {
+
+namespace {
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+// One line per field: no newlines or the separator inside a field.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r' || c == '|') c = ' ';
+  return s;
+}
+}  // namespace
+
+void FlightRecorder::set_capacity(size_t capacity) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capacity_ = capacity;
+  ring_.assign(capacity, Entry{});
+}
+
+uint64_t FlightRecorder::begin(bagua_opkind_t kind, const std::string& description) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capacity_ == 0) return 0;
+  uint64_t id = next_id_++;
+  Entry& e = ring_[(id - 1) % capacity_];
+  // Field by field, so that the strings reuse their storage once the ring has gone round: no allocation.
+  e.id = id;
+  e.kind = kind;
+  e.description.assign(description);
+  e.start_us = now_us();
+  e.end_us = -1;
+  e.state = State::kRunning;
+  e.status = BAGUA_SUCCESS;
+  e.waiting_for.clear();
+  return id;
+}
+
+FlightRecorder::Entry* FlightRecorder::find(uint64_t id) {
+  if (id == 0 || capacity_ == 0) return nullptr;
+  Entry& e = ring_[(id - 1) % capacity_];
+  return e.id == id ? &e : nullptr;  // overwritten by a newer one: nothing to update
+}
+
+void FlightRecorder::end(uint64_t id, State state, bagua_status_t status, const std::string& waiting_for,
+                         const std::string& algorithm) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (state == State::kDone && !algorithm.empty()) ++by_algorithm_[algorithm];
+  Entry* e = find(id);
+  if (e == nullptr || e->state != State::kRunning) return;
+  e->state = state;
+  e->status = status;
+  e->end_us = now_us();
+  if (!waiting_for.empty()) e->waiting_for = waiting_for;
+}
+
+void FlightRecorder::note_waiting(uint64_t id, const std::string& waiting_for) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Entry* e = find(id)) e->waiting_for = waiting_for;
+}
+
+std::string FlightRecorder::format(const std::string& header, size_t lines) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t recorded = next_id_ - 1;
+  const uint64_t kept = std::min<uint64_t>(recorded, capacity_);
+  const uint64_t shown = std::min<uint64_t>(kept, lines);
+  std::string out = fmt::format("# {}\n# {} operations recorded, the last {} kept, {} shown\n", one_line(header),
+                                recorded, kept, shown);
+  if (!by_algorithm_.empty()) {
+    out += "# completed by algorithm:";
+    for (const auto& [name, count] : by_algorithm_) out += fmt::format(" {} {};", name, count);
+    out.back() = '\n';
+  }
+  for (uint64_t id = recorded - shown + 1; id <= recorded; ++id) {
+    const Entry& e = ring_[(id - 1) % capacity_];
+    out += fmt::format("op {} {} {} {} {} {} | {}\n", e.id, static_cast<char>(e.state), static_cast<int>(e.status),
+                       e.start_us, e.end_us < 0 ? std::string("-") : std::to_string(e.end_us),
+                       one_line(e.description), one_line(e.waiting_for));
+  }
+  return out;
+}
+
+std::string FlightRecorder::dump(const std::string& header) const { return format(header, SIZE_MAX); }
+
+std::string FlightRecorder::tail(const std::string& header, size_t lines) const { return format(header, lines); }
+
+}  // namespace bagua

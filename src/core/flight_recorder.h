@@ -1,0 +1,59 @@
+// The flight recorder: per communicator, a ring of its last N operations (BAGUA_TRACE_SIZE, default 1000) with
+// their description (kind, sequence number, size, algorithm), start and end times, final state, and for an
+// operation that never finished what it was waiting for. Written to the log or to BAGUA_TRACE_DIR when the
+// communicator fails, and on demand (bagua_comm_dump_trace); tools/bagua_trace.cc merges the ranks' files.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bagua/bagua.h"
+
+namespace bagua {
+
+class FlightRecorder {
+ public:
+  enum class State : char { kRunning = 'R', kDone = 'D', kFailed = 'F' };
+
+  void set_capacity(size_t capacity);
+  // An operation starts; returns its id (0 when recording is off).
+  uint64_t begin(bagua_opkind_t kind, const std::string& description);
+  // It ended. waiting_for: what a failed one still waited for ("" when nothing or unknown). A completed one is
+  // counted under its algorithm ("allreduce ring"; empty: not counted) for the dump's summary line.
+  void end(uint64_t id, State state, bagua_status_t status, const std::string& waiting_for = {},
+           const std::string& algorithm = {});
+  // Notes what a running operation waits for, for a dump taken while it runs.
+  void note_waiting(uint64_t id, const std::string& waiting_for);
+
+  // The text form: a header line, the completed operations by algorithm, then one line per operation, oldest
+  // first (tools/bagua_trace.cc reads it):
+  //   op <id> <state R|D|F> <status> <start µs since the epoch> <end µs or -> <description> | <waiting for>
+  std::string dump(const std::string& header) const;
+  // The last `lines` operations only (the log's short form), with a note of how many were left out.
+  std::string tail(const std::string& header, size_t lines) const;
+
+ private:
+  struct Entry {
+    uint64_t id = 0;
+    bagua_opkind_t kind = BAGUA_OPKIND_SEND;
+    std::string description;
+    int64_t start_us = 0;
+    int64_t end_us = -1;
+    State state = State::kRunning;
+    bagua_status_t status = BAGUA_SUCCESS;
+    std::string waiting_for;
+  };
+  Entry* find(uint64_t id);
+  std::string format(const std::string& header, size_t lines) const;
+
+  mutable std::mutex mutex_;
+  std::vector<Entry> ring_;  // entry id goes to ring_[(id - 1) % capacity]
+  std::map<std::string, uint64_t> by_algorithm_;
+  size_t capacity_ = 0;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace bagua

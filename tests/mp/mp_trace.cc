@@ -1,0 +1,54 @@
+// Under bagua-run -n 3 with BAGUA_TRACE_DIR set (tests/mp/trace_check.sh runs it and then bagua-trace):
+//   on demand   every rank writes its flight recorder with bagua_comm_dump_trace to a path of its own, which
+//               must list the completed operations with their algorithm, oldest first;
+//   skip        two allreduces, then the last rank calls a barrier where the others call a third allreduce:
+//               every rank must fail (TIMEOUT, or REMOTE relayed) within the timeout plus a margin, and each
+//               writes its flight recorder into BAGUA_TRACE_DIR by itself.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mp/mp_check.h"
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "skip";
+  bagua_comm_t comm;
+  MP_OK(bagua_comm_init_from_env(&comm));
+  int rank, n;
+  MP_OK(bagua_comm_rank(comm, &rank));
+  MP_OK(bagua_comm_size(comm, &n));
+  std::vector<float> x(1000, 1.0f);
+  for (int i = 0; i < 2; ++i) MP_OK(bagua_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr));
+  if (mode == "ondemand") {
+    const char* dir = std::getenv("BAGUA_TRACE_DIR");
+    MP_CHECK(dir != nullptr);
+    std::string path = std::string(dir) + "/on-demand-rank" + std::to_string(rank) + ".txt";
+    MP_OK(bagua_comm_dump_trace(comm, path.c_str()));
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string s = text.str();
+    MP_CHECK(s.rfind("# bagua flight recorder: comm ", 0) == 0);
+    MP_CHECK(s.find("rank " + std::to_string(rank) + " of " + std::to_string(n)) != std::string::npos);
+    MP_CHECK(s.find("# completed by algorithm: allreduce ") != std::string::npos);
+    MP_CHECK(s.find(" D 0 ") != std::string::npos && s.find("allreduce #0 (1000 x float32") < s.find("allreduce #1"));
+    MP_CHECK(bagua_comm_dump_trace(comm, "/nonexistent-dir/trace.txt") == BAGUA_ERR_SYSTEM);
+    MP_CHECK(std::string(bagua_get_last_error(comm)).find("/nonexistent-dir/trace.txt") != std::string::npos);
+    MP_OK(bagua_comm_destroy(comm));
+    return 0;
+  }
+  auto start = std::chrono::steady_clock::now();
+  bagua_status_t status = rank == n - 1 ? bagua_barrier(comm, nullptr)
+                                        : bagua_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM,
+                                                          comm, nullptr);
+  double took = mp_seconds_since(start);
+  std::printf("rank %d: %s after %.2f s: %s\n", rank, bagua_status_string(status), took,
+              bagua_get_last_error(comm));
+  MP_CHECK(status == BAGUA_ERR_TIMEOUT || status == BAGUA_ERR_REMOTE);
+  MP_CHECK(took < mp_env_int("BAGUA_TIMEOUT") + 2.0);
+  bagua_comm_destroy(comm);
+  return 0;
+}
