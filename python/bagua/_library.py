@@ -115,6 +115,7 @@ _PROTOTYPES = {
     "bagua_comm_local_size": [c_handle, _P(ctypes.c_int)],
     "bagua_comm_get_async_error": [c_handle, _P(ctypes.c_int)],
     "bagua_comm_get_stats": [c_handle, _P(Stats)],
+    "bagua_comm_dump_trace": [c_handle, ctypes.c_char_p],
     "bagua_comm_split": [c_handle, ctypes.c_int, ctypes.c_int, _P(c_handle)],
     "bagua_barrier": [c_handle, c_ptr],
     "bagua_ibarrier": [c_handle, _P(c_handle)],

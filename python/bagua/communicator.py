@@ -241,6 +241,11 @@ class Communicator:
         out["bytes_sent_by_op"] = {n: stats.bytes_sent_by_op[i] for i, n in enumerate(OPKIND_NAMES)}
         return out
 
+    def dump_trace(self, path=None):
+        """Writes the flight recorder (the last operations, their algorithm and state) to path; None: to
+        BAGUA_TRACE_DIR when set, else to the log (docs/tracing.md)."""
+        call("comm_dump_trace", self._h(), None if path is None else str(path).encode())
+
     def abort(self):
         """Poisons the communicator and wakes blocked calls; safe from any thread. Destroy it afterwards."""
         call("comm_abort", self._h())

@@ -188,6 +188,15 @@ def test_stats_count_operations(comm):
     assert comm.async_error() is None
 
 
+def test_dump_trace(comm, tmp_path):
+    comm.allreduce(np.ones(4, np.float32))
+    path = tmp_path / f"trace-rank{comm.rank}.txt"
+    comm.dump_trace(path)
+    text = path.read_text()
+    assert text.startswith("# bagua flight recorder: comm ") and f"rank {comm.rank} of {comm.size}" in text
+    assert "allreduce #" in text
+
+
 def test_zero_elements(comm):
     buf = np.zeros(0, np.float32)
     assert comm.allreduce(buf) is buf
