@@ -62,8 +62,7 @@ std::optional<Op> parse_op(const std::string& line) {
 bool parse_header(const std::string& line, std::string* comm, int* rank, int* nranks) {
   size_t at = line.find("comm ");
   size_t r = line.find(" rank ");
-  if (line.rfind("# bagua flight recorder:", 0) != 0 || at == std::string::npos || r == std::string::npos)
-    return false;
+  if (line.rfind("# bagua flight recorder:", 0) != 0 || at == std::string::npos || r == std::string::npos) return false;
   *comm = line.substr(at + 5, line.find(' ', at + 5) - at - 5);
   return std::sscanf(line.c_str() + r, " rank %d of %d", rank, nranks) == 2;
 }
@@ -86,8 +85,10 @@ void report(const std::string& comm, std::map<int, RankTrace>& ranks) {
         reached[r] = std::max(reached[r], *op.sequence + 1);
         by_sequence[*op.sequence][r] = &op;
       }
-      if (op.state == 'D') last_done = &op;
-      else open.push_back(&op);
+      if (op.state == 'D')
+        last_done = &op;
+      else
+        open.push_back(&op);
     }
     std::printf("  rank %d: last completed: %s\n", r, last_done ? last_done->description.c_str() : "(none recorded)");
     for (const Op* op : open)

@@ -82,8 +82,8 @@ std::string FlightRecorder::format(const std::string& header, size_t lines) cons
   for (uint64_t id = recorded - shown + 1; id <= recorded; ++id) {
     const Entry& e = ring_[(id - 1) % capacity_];
     out += fmt::format("op {} {} {} {} {} {} | {}\n", e.id, static_cast<char>(e.state), static_cast<int>(e.status),
-                       e.start_us, e.end_us < 0 ? std::string("-") : std::to_string(e.end_us),
-                       one_line(e.description), one_line(e.waiting_for));
+                       e.start_us, e.end_us < 0 ? std::string("-") : std::to_string(e.end_us), one_line(e.description),
+                       one_line(e.waiting_for));
   }
   return out;
 }

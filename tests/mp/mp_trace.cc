@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   MP_OK(bagua_comm_rank(comm, &rank));
   MP_OK(bagua_comm_size(comm, &n));
   std::vector<float> x(1000, 1.0f);
-  for (int i = 0; i < 2; ++i) MP_OK(bagua_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr));
+  for (int i = 0; i < 2; ++i)
+    MP_OK(bagua_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr));
   if (mode == "ondemand") {
     const char* dir = std::getenv("BAGUA_TRACE_DIR");
     MP_CHECK(dir != nullptr);
@@ -41,12 +42,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   auto start = std::chrono::steady_clock::now();
-  bagua_status_t status = rank == n - 1 ? bagua_barrier(comm, nullptr)
-                                        : bagua_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM,
-                                                          comm, nullptr);
+  bagua_status_t status = rank == n - 1
+                              ? bagua_barrier(comm, nullptr)
+                              : bagua_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr);
   double took = mp_seconds_since(start);
-  std::printf("rank %d: %s after %.2f s: %s\n", rank, bagua_status_string(status), took,
-              bagua_get_last_error(comm));
+  std::printf("rank %d: %s after %.2f s: %s\n", rank, bagua_status_string(status), took, bagua_get_last_error(comm));
   MP_CHECK(status == BAGUA_ERR_TIMEOUT || status == BAGUA_ERR_REMOTE);
   MP_CHECK(took < mp_env_int("BAGUA_TIMEOUT") + 2.0);
   bagua_comm_destroy(comm);
