@@ -7,6 +7,11 @@ PACKAGES=(build-essential cmake pkg-config libucx-dev ucx-utils libhwloc-dev lib
 # The Python binding (python/bagua) and its tests: venv for the pip check, pytest, NumPy, PyTorch (Debian's, CPU),
 # and scikit-learn for the digits data set of examples/python/train_digits.py.
 PACKAGES+=(python3-venv python3-pytest python3-numpy python3-torch python3-sklearn)
+# libFuzzer and the sanitizer runtimes for scripts/fuzz.sh, named explicitly: with --no-install-recommends, clang
+# alone does not bring them, and a machine that happens to have them would hide that.
+if [ "${BAGUA_WITH_FUZZ:-0}" = 1 ]; then
+  PACKAGES+=(clang-14 libclang-rt-14-dev)
+fi
 # Peers for the comparison benchmarks (perf/compare); not needed to build or test.
 if [ "${BAGUA_WITH_PEERS:-0}" = 1 ]; then
   PACKAGES+=(openmpi-bin libopenmpi-dev libgloo-dev)

@@ -42,6 +42,8 @@ bool parse_byte_size(const std::string& text, size_t* out) {
   else if (!suffix.empty())
     return false;
   if (end == text.c_str() || value < 0 || !std::isfinite(value)) return false;
+  // A size past what size_t holds is malformed too (converting it would be undefined; found by fuzz_algo_spec).
+  if (value * scale >= 18446744073709551616.0) return false;
   *out = static_cast<size_t>(value * scale);
   return true;
 }

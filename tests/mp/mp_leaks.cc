@@ -46,8 +46,8 @@ void one_job() {
       bagua_comm_t comm = nullptr, half = nullptr;
       std::vector<float> x(1024, 1.0f);
       bool ok = bagua_comm_init_rank_config(&comm, 2, id, r, &config) == BAGUA_SUCCESS;
-      ok = ok && bagua_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr) ==
-                     BAGUA_SUCCESS;
+      ok =
+          ok && bagua_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr) == BAGUA_SUCCESS;
       ok = ok && x[0] == 2.0f;
       ok = ok && bagua_comm_split(comm, 0, r, &half) == BAGUA_SUCCESS;
       ok = ok && bagua_barrier(half, nullptr) == BAGUA_SUCCESS;
@@ -75,8 +75,7 @@ int main(int argc, char** argv) {
   const int fds_after = count_entries("/proc/self/fd"), threads_after = count_entries("/proc/self/task");
   const long rss_after = resident_kib();
   std::printf("%d cycles in %.1f s: file descriptors %d -> %d, threads %d -> %d, resident %ld -> %ld KiB (%+ld)\n",
-              cycles, mp_seconds_since(start), fds, fds_after, threads, threads_after, rss, rss_after,
-              rss_after - rss);
+              cycles, mp_seconds_since(start), fds, fds_after, threads, threads_after, rss, rss_after, rss_after - rss);
   MP_CHECK(fds_after == fds);
   MP_CHECK(threads_after == threads);
   MP_CHECK(rss_after - rss < 4096);

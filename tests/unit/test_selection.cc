@@ -67,3 +67,12 @@ TEST_CASE("BAGUA_ALGO names an algorithm of that collective, or init says which 
     CHECK_THAT(e.what(), Catch::Contains("BAGUA_ALGO") && Catch::Contains("dissemination"));
   }
 }
+
+TEST_CASE("byte sizes past size_t are malformed, not undefined (found by fuzz_algo_spec)", "[selection]") {
+  size_t out = 7;
+  CHECK_FALSE(parse_byte_size("1e30K", &out));
+  CHECK_FALSE(parse_byte_size("17179869184G", &out));  // 2^64 bytes
+  CHECK(out == 7);
+  CHECK(parse_byte_size("16777215G", &out));
+  CHECK_THROWS_AS(AlgorithmSelector("allreduce:1e300-:ring"), Error);
+}

@@ -66,6 +66,7 @@ Topology Topology::builtin(int n, bagua_topology_kind_t kind) {
 
 Topology Topology::from_edges(int n, int nedges, const int* src, const int* dst, const double* weights,
                               bool metropolis) {
+  if (n < 1) fail(BAGUA_ERR_INVALID_ARGUMENT, "a topology needs at least one rank, not {}", n);  // (fuzz_topology)
   if (nedges < 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "nedges {} is negative", nedges);
   if (nedges > 0 && (src == nullptr || dst == nullptr)) fail(BAGUA_ERR_INVALID_ARGUMENT, "src or dst is NULL");
   if (nedges > 0 && !metropolis && weights == nullptr)

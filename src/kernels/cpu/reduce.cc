@@ -4,6 +4,8 @@
 
 #include "base/env.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -33,10 +35,16 @@ const Variant kVariants[] = {
     {CpuKernels::kAvx512, cpu_avx512::reduce_from, cpu_avx512::divide_by},
 };
 
+// F16C from CPUID directly: clang's __builtin_cpu_supports does not know the name.
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+
 const Variant* select_variant() {
   CpuKernels best = CpuKernels::kScalar;
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) best = CpuKernels::kAvx2;
+  if (__builtin_cpu_supports("avx2") && has_f16c()) best = CpuKernels::kAvx2;
   if (best == CpuKernels::kAvx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl"))
     best = CpuKernels::kAvx512;
@@ -63,7 +71,7 @@ bool cpu_kernels_available(CpuKernels which) {
   __builtin_cpu_init();
   switch (which) {
     case CpuKernels::kScalar: return true;
-    case CpuKernels::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case CpuKernels::kAvx2: return __builtin_cpu_supports("avx2") && has_f16c();
     case CpuKernels::kAvx512:
       return cpu_kernels_available(CpuKernels::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
