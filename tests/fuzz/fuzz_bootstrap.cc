@@ -25,14 +25,9 @@ void parse_payload(const Frame& frame, uint8_t selector) {
         JoinRequest::decode(frame.payload);
         break;
       }
-      case FrameType::kTable:
-        JobTable::decode(frame.payload, 1 + selector % 8);
-        break;
-      case FrameType::kError:
-        raise_error_frame(frame.payload);
-      default:
-        JoinRequest::decode(frame.payload);
-        break;
+      case FrameType::kTable: JobTable::decode(frame.payload, 1 + selector % 8); break;
+      case FrameType::kError: raise_error_frame(frame.payload);
+      default: JoinRequest::decode(frame.payload); break;
     }
   } catch (const Error&) {
   }

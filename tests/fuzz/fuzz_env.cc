@@ -14,10 +14,17 @@
 using namespace bagua;
 
 namespace {
-const char* const kConfigNames[] = {"BAGUA_TIMEOUT",          "BAGUA_BIND",           "BAGUA_ALGO",
-                                    "BAGUA_RING_SEGMENT",     "BAGUA_SINGLE_COPY_MIN", "BAGUA_DEVICE_MEMORY_LIMIT",
-                                    "BAGUA_INTER_HOST_GBPS",  "BAGUA_QUANTIZED_MIN_BYTES", "BAGUA_TRACE_SIZE",
-                                    "BAGUA_TRACE_DIR",        "BAGUA_RING_WINDOW"};
+const char* const kConfigNames[] = {"BAGUA_TIMEOUT",
+                                    "BAGUA_BIND",
+                                    "BAGUA_ALGO",
+                                    "BAGUA_RING_SEGMENT",
+                                    "BAGUA_SINGLE_COPY_MIN",
+                                    "BAGUA_DEVICE_MEMORY_LIMIT",
+                                    "BAGUA_INTER_HOST_GBPS",
+                                    "BAGUA_QUANTIZED_MIN_BYTES",
+                                    "BAGUA_TRACE_SIZE",
+                                    "BAGUA_TRACE_DIR",
+                                    "BAGUA_RING_WINDOW"};
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
