@@ -12,7 +12,6 @@ import gzip
 import importlib.util
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -42,17 +41,6 @@ def make_model():
     torch.manual_seed(42)
     return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64), torch.nn.ReLU(),
                                torch.nn.Linear(64, 10))
-
-
-def init_gloo(comm):
-    """torch.distributed over gloo for the reference, rendezvous through a file rank 0 names."""
-    name = bytearray(256)
-    if comm.rank == 0:
-        path = os.path.join(tempfile.mkdtemp(prefix="bagua-gloo-"), "store").encode()
-        name[:len(path)] = path
-    comm.broadcast(name, root=0)
-    dist.init_process_group("gloo", init_method="file://" + bytes(name).rstrip(b"\0").decode(), rank=comm.rank,
-                            world_size=comm.size)
 
 
 def run(name, comm, train, test, args):
@@ -116,7 +104,7 @@ def main():
     # precision, which is faster there but would hide the compression this example is about.
     os.environ.setdefault("BAGUA_QUANTIZED_MIN_BYTES", "0")
     comm = bagua.init()
-    init_gloo(comm)
+    bt.init_process_group("gloo", comm)  # torch DDP's reference runs over gloo
     train, test = load_digits()
     names = ["sgd (torch DDP, gloo)", "gradient_allreduce", "bytegrad", "decentralized",
              "low_precision_decentralized", "async", "adam (torch DDP, gloo)", "qadam", "onebit_adam"]

@@ -12,10 +12,8 @@ scaled by 1/6, 4 MiB buckets, every tensor marked after backward), for compariso
 """
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 
 import torch
@@ -80,19 +78,9 @@ def train_step(model, wrapped, batch, features):
     return step
 
 
-def init_gloo(comm):
-    name = bytearray(256)
-    if comm.rank == 0:
-        path = os.path.join(tempfile.mkdtemp(prefix="bagua-gloo-"), "store").encode()
-        name[:len(path)] = path
-    comm.broadcast(name, root=0)
-    dist.init_process_group("gloo", init_method="file://" + bytes(name).rstrip(b"\0").decode(), rank=comm.rank,
-                            world_size=comm.size)
-
-
 def compare_ddp(comm, args):
     factory, batch, features = MODELS[args.model]
-    init_gloo(comm)
+    bt.init_process_group("gloo", comm)
     rows = {}
     for round_ in range(args.rounds):  # alternate, so that the noise of a shared machine hits both alike
         for name in ("bare", "torch DDP (gloo)", "bagua DDP"):

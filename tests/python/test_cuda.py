@@ -3,9 +3,6 @@ where every rank shares the one GPU). Oracles as on the host: small integers mak
 within the 8-bit bound of test_relaxations.py; DDP against torch DDP over gloo on the same CUDA model within
 1e-5 relative, parameters bitwise equal across ranks."""
 
-import os
-import tempfile
-
 import numpy as np
 import pytest
 import torch
@@ -52,13 +49,8 @@ def test_quantized_on_device_within_bound(comm):
 
 @pytest.fixture(scope="module")
 def gloo(comm):
-    name = bytearray(256)
-    if comm.rank == 0:
-        path = os.path.join(tempfile.mkdtemp(prefix="bagua-gloo-"), "store").encode()
-        name[:len(path)] = path
-    comm.broadcast(name, root=0)
-    dist.init_process_group("gloo", init_method="file://" + bytes(name).rstrip(b"\0").decode(), rank=comm.rank,
-                            world_size=comm.size)
+    """torch.distributed over gloo for the same ranks (bagua.torch.init_process_group)."""
+    bt.init_process_group("gloo", comm)
     yield
     dist.destroy_process_group()
 

@@ -3,9 +3,6 @@ Oracles: GradientAllReduce's losses match torch DDP's within 1e-5 relative over 
 are bitwise identical across ranks; no_sync and find_unused_parameters give torch DDP's parameters within
 1e-6; a state_dict round trip reproduces the outputs exactly."""
 
-import os
-import tempfile
-
 import numpy as np
 import pytest
 import torch
@@ -19,21 +16,10 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def gloo(comm):
-    """torch.distributed over gloo, rendezvous through a file whose name rank 0 broadcasts with bagua."""
-    name = bytearray(256)
-    folder = None
-    if comm.rank == 0:
-        folder = tempfile.mkdtemp(prefix="bagua-gloo-")
-        path = os.path.join(folder, "store").encode()
-        name[:len(path)] = path
-    comm.broadcast(name, root=0)
-    path = bytes(name).rstrip(b"\0").decode()
-    dist.init_process_group("gloo", init_method="file://" + path, rank=comm.rank, world_size=comm.size)
+    """torch.distributed over gloo for the same ranks (bagua.torch.init_process_group)."""
+    bt.init_process_group("gloo", comm)
     yield
     dist.destroy_process_group()
-    if folder:
-        os.remove(path) if os.path.exists(path) else None
-        os.rmdir(folder)
 
 
 def make_model(seed=0, unused_branch=False):

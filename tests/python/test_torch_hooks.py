@@ -3,9 +3,6 @@ with the ByteGrad and 1-bit hooks error feedback telescopes across torch's bucke
 n * sum_t avg_t + sum over ranks of what the hook state still owes = sum_t sum over ranks of the local
 gradients, within 1e-4 (fp32 rounding of a few dozen sums)."""
 
-import os
-import tempfile
-
 import pytest
 import torch
 import torch.distributed as dist
@@ -18,20 +15,10 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def gloo(comm):
-    name = bytearray(256)
-    folder = None
-    if comm.rank == 0:
-        folder = tempfile.mkdtemp(prefix="bagua-gloo-")
-        path = os.path.join(folder, "store").encode()
-        name[:len(path)] = path
-    comm.broadcast(name, root=0)
-    path = bytes(name).rstrip(b"\0").decode()
-    dist.init_process_group("gloo", init_method="file://" + path, rank=comm.rank, world_size=comm.size)
+    """torch.distributed over gloo for the same ranks (bagua.torch.init_process_group)."""
+    bt.init_process_group("gloo", comm)
     yield
     dist.destroy_process_group()
-    if folder:
-        os.remove(path) if os.path.exists(path) else None
-        os.rmdir(folder)
 
 
 class Net(torch.nn.Module):

@@ -6,6 +6,7 @@ from .algorithms import (AsyncModelAverage, ByteGrad, Decentralized, GradientAll
                          OneBitAdam, QAdam)
 from .ddp import DistributedDataParallel
 from .optim import QAdamOptimizer
+from .process_group import init_process_group
 
 __all__ = ["DistributedDataParallel", "GradientAllReduce", "ByteGrad", "QAdam", "OneBitAdam", "Decentralized",
-           "LowPrecisionDecentralized", "AsyncModelAverage", "QAdamOptimizer", "hooks"]
+           "LowPrecisionDecentralized", "AsyncModelAverage", "QAdamOptimizer", "hooks", "init_process_group"]
