@@ -6,7 +6,6 @@ within the 8-bit bound of test_relaxations.py; DDP against torch DDP over gloo o
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 
 import bagua
 import bagua.torch as bt
@@ -45,14 +44,6 @@ def test_quantized_on_device_within_bound(comm):
     t = torch.from_numpy(x).cuda()
     comm.quantized_allreduce(t, op=bagua.AVG)
     assert np.abs(t.cpu().numpy() - exact).max() <= 2.1 / 255
-
-
-@pytest.fixture(scope="module")
-def gloo(comm):
-    """torch.distributed over gloo for the same ranks (bagua.torch.init_process_group)."""
-    bt.init_process_group("gloo", comm)
-    yield
-    dist.destroy_process_group()
 
 
 def cuda_model():

@@ -6,20 +6,11 @@ are bitwise identical across ranks; no_sync and find_unused_parameters give torc
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 
 import bagua
 import bagua.torch as bt
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def gloo(comm):
-    """torch.distributed over gloo for the same ranks (bagua.torch.init_process_group)."""
-    bt.init_process_group("gloo", comm)
-    yield
-    dist.destroy_process_group()
 
 
 def make_model(seed=0, unused_branch=False):

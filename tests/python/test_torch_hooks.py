@@ -5,20 +5,11 @@ gradients, within 1e-4 (fp32 rounding of a few dozen sums)."""
 
 import pytest
 import torch
-import torch.distributed as dist
 
 import bagua.torch as bt
 from bagua.torch import hooks
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def gloo(comm):
-    """torch.distributed over gloo for the same ranks (bagua.torch.init_process_group)."""
-    bt.init_process_group("gloo", comm)
-    yield
-    dist.destroy_process_group()
 
 
 class Net(torch.nn.Module):
