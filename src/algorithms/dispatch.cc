@@ -266,7 +266,7 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
           host.rdispls = counts.data() + 3 * n;
         }
         std::unique_ptr<Operation> built = algorithm->build(host, ctx, description);
-        built->set_algorithm(fmt::format("{} {}", collective_name(host.collective), algorithm->name));
+        built->set_algorithm(collective_name(host.collective), algorithm->name);
         return built;
       },
       description);
@@ -299,7 +299,7 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
                                               args.count, datatype_name(args.dtype), algorithm->name, suffix);
   BAGUA_TRACE("posting {}", description);
   std::unique_ptr<Operation> op = algorithm->build(args, ctx, std::move(description));
-  op->set_algorithm(fmt::format("{} {}", collective_name(args.collective), algorithm->name));
+  op->set_algorithm(collective_name(args.collective), algorithm->name);
   return op;
 }
 

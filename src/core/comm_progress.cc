@@ -13,7 +13,7 @@ namespace bagua {
 void Comm::retire(Operation& op) {
   recorder_.end(op.trace_id(),
                 op.state() == Operation::State::kDone ? FlightRecorder::State::kDone : FlightRecorder::State::kFailed,
-                op.status(), {}, op.algorithm());
+                op.status(), {}, op.collective_name(), op.algorithm_name());
   if (op.state() == Operation::State::kDone) {
     ++ops_completed_[op.kind()];
     bytes_by_op_[op.kind()] += op.bytes_sent();

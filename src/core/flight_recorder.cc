@@ -51,9 +51,9 @@ FlightRecorder::Entry* FlightRecorder::find(uint64_t id) {
 }
 
 void FlightRecorder::end(uint64_t id, State state, bagua_status_t status, const std::string& waiting_for,
-                         const std::string& algorithm) {
+                         const char* collective, const char* algorithm) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (state == State::kDone && !algorithm.empty()) ++by_algorithm_[algorithm];
+  if (state == State::kDone && collective != nullptr && algorithm != nullptr) ++by_algorithm_[{collective, algorithm}];
   Entry* e = find(id);
   if (e == nullptr || e->state != State::kRunning) return;
   e->state = state;
@@ -76,7 +76,9 @@ std::string FlightRecorder::format(const std::string& header, size_t lines) cons
                                 recorded, kept, shown);
   if (!by_algorithm_.empty()) {
     out += "# completed by algorithm:";
-    for (const auto& [name, count] : by_algorithm_) out += fmt::format(" {} {};", name, count);
+    std::map<std::string, uint64_t> by_name;  // the same name may come from two pointers: merge, and sort by name
+    for (const auto& [names, count] : by_algorithm_) by_name[fmt::format("{} {}", names.first, names.second)] += count;
+    for (const auto& [name, count] : by_name) out += fmt::format(" {} {};", name, count);
     out.back() = '\n';
   }
   for (uint64_t id = recorded - shown + 1; id <= recorded; ++id) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bagua/bagua.h"
@@ -22,9 +23,10 @@ class FlightRecorder {
   // An operation starts; returns its id (0 when recording is off).
   uint64_t begin(bagua_opkind_t kind, const std::string& description);
   // It ended. waiting_for: what a failed one still waited for ("" when nothing or unknown). A completed one is
-  // counted under its algorithm ("allreduce ring"; empty: not counted) for the dump's summary line.
+  // counted under its collective and algorithm (static strings, e.g. "allreduce", "ring"; nullptr: not counted)
+  // for the dump's summary line.
   void end(uint64_t id, State state, bagua_status_t status, const std::string& waiting_for = {},
-           const std::string& algorithm = {});
+           const char* collective = nullptr, const char* algorithm = nullptr);
   // Notes what a running operation waits for, for a dump taken while it runs.
   void note_waiting(uint64_t id, const std::string& waiting_for);
 
@@ -50,8 +52,8 @@ class FlightRecorder {
   std::string format(const std::string& header, size_t lines) const;
 
   mutable std::mutex mutex_;
-  std::vector<Entry> ring_;  // entry id goes to ring_[(id - 1) % capacity]
-  std::map<std::string, uint64_t> by_algorithm_;
+  std::vector<Entry> ring_;                                               // entry id goes to ring_[(id - 1) % capacity]
+  std::map<std::pair<const char*, const char*>, uint64_t> by_algorithm_;  // keyed by the static names
   size_t capacity_ = 0;
   uint64_t next_id_ = 1;
 };

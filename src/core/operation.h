@@ -36,9 +36,14 @@ class Operation {
   // Its entry in the communicator's flight recorder (core/flight_recorder.h).
   uint64_t trace_id() const { return trace_id_; }
   void set_trace_id(uint64_t id) { trace_id_ = id; }
-  // "allreduce ring": the collective and the algorithm the dispatcher chose (empty for point to point).
-  const std::string& algorithm() const { return algorithm_; }
-  void set_algorithm(std::string algorithm) { algorithm_ = std::move(algorithm); }
+  // The collective and the algorithm the dispatcher chose ("allreduce", "ring"; static strings, so no copy on the
+  // per-call path), for the flight recorder's counts; nullptr for point to point.
+  const char* collective_name() const { return collective_name_; }
+  const char* algorithm_name() const { return algorithm_name_; }
+  void set_algorithm(const char* collective, const char* algorithm) {
+    collective_name_ = collective;
+    algorithm_name_ = algorithm;
+  }
   // Which transfers are still pending, for timeout messages ("receive of 4096 bytes from rank 3").
   virtual std::string waiting_for() const;
   // Stream-ordered on device memory (core/device_proxy.h): the call hands it to the communicator's proxy.
@@ -70,7 +75,8 @@ class Operation {
   uint64_t events_ = 0;
   uint64_t bytes_sent_ = 0;
   uint64_t trace_id_ = 0;
-  std::string algorithm_;
+  const char* collective_name_ = nullptr;
+  const char* algorithm_name_ = nullptr;
   std::vector<const Transfer*> watched_;
 };
 

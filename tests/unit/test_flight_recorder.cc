@@ -26,7 +26,7 @@ TEST_CASE("the flight recorder keeps the last N operations, oldest first", "[fli
   std::vector<uint64_t> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(r.begin(BAGUA_OPKIND_ALLREDUCE, "allreduce #" + std::to_string(i)));
   CHECK(ids == std::vector<uint64_t>{1, 2, 3, 4, 5});
-  r.end(ids[2], FlightRecorder::State::kDone, BAGUA_SUCCESS, {}, "allreduce ring");
+  r.end(ids[2], FlightRecorder::State::kDone, BAGUA_SUCCESS, {}, "allreduce", "ring");
   r.end(ids[3], FlightRecorder::State::kFailed, BAGUA_ERR_TIMEOUT, "receive of 40 bytes from rank 1");
   r.end(ids[0], FlightRecorder::State::kDone, BAGUA_SUCCESS);  // overwritten: ignored
   r.note_waiting(ids[4], "send of 8 bytes to rank 2 | x\nsplit");
