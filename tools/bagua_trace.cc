@@ -53,15 +53,18 @@ std::optional<Op> parse_op(const std::string& line) {
   std::istringstream d(op.description);
   std::string hash;
   d >> op.name >> hash;
-  if (op.name != "send" && op.name != "recv" && hash.size() > 1 && hash[0] == '#')
+  // Point to point ("send #3 of ...", "receive #3 of ...") numbers per pair of ranks, not per communicator.
+  if (op.name != "send" && op.name != "receive" && hash.size() > 1 && hash[0] == '#')
     op.sequence = std::strtoull(hash.c_str() + 1, nullptr, 10);
   return op;
 }
 
 // "# bagua flight recorder: comm 0x1f rank 1 of 4 host h pid 7; reason"
 bool parse_header(const std::string& line, std::string* comm, int* rank, int* nranks) {
-  size_t at = line.find("comm ");
-  size_t r = line.find(" rank ");
+  // The reason (after "; ") and the communicator's name may hold " rank " too; the host name cannot.
+  const std::string fields = line.substr(0, line.find("; "));
+  size_t at = fields.find("comm ");
+  size_t r = fields.rfind(" rank ");
   if (line.rfind("# bagua flight recorder:", 0) != 0 || at == std::string::npos || r == std::string::npos) return false;
   *comm = line.substr(at + 5, line.find(' ', at + 5) - at - 5);
   return std::sscanf(line.c_str() + r, " rank %d of %d", rank, nranks) == 2;
@@ -138,8 +141,11 @@ int main(int argc, char** argv) {
   }
   std::map<std::string, std::map<int, RankTrace>> comms;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(argv[1], ec)) {
-    if (!entry.is_regular_file()) continue;
+  std::filesystem::directory_iterator it(argv[1], ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const auto& entry = *it;
+    std::error_code type_ec;
+    if (!entry.is_regular_file(type_ec)) continue;
     std::ifstream in(entry.path());
     std::string line, comm;
     RankTrace t;
@@ -148,7 +154,14 @@ int main(int argc, char** argv) {
     t.header = line;
     while (std::getline(in, line))
       if (auto op = parse_op(line)) t.ops.push_back(*op);
-    comms[comm][t.rank] = std::move(t);
+    auto& slot = comms[comm][t.rank];
+    if (!slot.file.empty()) {  // two files of one rank (an on-demand dump and the failure's): keep the later
+      uint64_t slot_last = slot.ops.empty() ? 0 : slot.ops.back().id, t_last = t.ops.empty() ? 0 : t.ops.back().id;
+      std::fprintf(stderr, "bagua-trace: %s and %s both hold rank %d of %s; reading %s\n", slot.file.c_str(),
+                   t.file.c_str(), t.rank, comm.c_str(), (t_last >= slot_last ? t.file : slot.file).c_str());
+      if (t_last < slot_last) continue;
+    }
+    slot = std::move(t);
   }
   if (ec) {
     std::fprintf(stderr, "bagua-trace: cannot read %s: %s\n", argv[1], ec.message().c_str());

@@ -145,8 +145,9 @@ typedef struct {
 /* Poisoning error of the communicator (BAGUA_SUCCESS while healthy); checks for a dead peer without blocking. */
 BAGUA_API bagua_status_t bagua_comm_get_async_error(bagua_comm_t comm, bagua_status_t* async_error);
 BAGUA_API bagua_status_t bagua_comm_get_stats(bagua_comm_t comm, bagua_stats_t* stats);
-/* Writes the flight recorder: the communicator's last BAGUA_TRACE_SIZE operations (kind, sequence number, size,
- * algorithm, start and end times, state, and what an unfinished one waits for) to the file path; NULL: to a file
+/* Writes the flight recorder: the communicator's last BAGUA_TRACE_SIZE operations (each one's description: the
+ * operation, its sequence number, size and algorithm; start and end times, state, and what an unfinished one
+ * waits for) to the file path; NULL: to a file
  * per rank in BAGUA_TRACE_DIR when set, else to the log. Works on a failed communicator too. On failure every rank
  * writes it by itself. `bagua-trace DIR` merges the ranks' files (docs/tracing.md). */
 BAGUA_API bagua_status_t bagua_comm_dump_trace(bagua_comm_t comm, const char* path);

@@ -240,6 +240,7 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
       stage_buffers(comm, opkind_of(args.collective), args.stream, args.device, args.sendbuf, args.send_extent,
                     args.recvbuf, args.recv_extent, args.collective == Collective::kAlltoallv);
   std::unique_ptr<DeviceOperation> op = std::move(staged.op);
+  op->set_algorithm(collective_name(args.collective), algorithm->name);  // the operation the engine retires
   CollectiveArgs host = args;
   host.on_device = false;
   host.stream = nullptr;
@@ -265,9 +266,7 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
           host.recvcounts = counts.data() + 2 * n;
           host.rdispls = counts.data() + 3 * n;
         }
-        std::unique_ptr<Operation> built = algorithm->build(host, ctx, description);
-        built->set_algorithm(collective_name(host.collective), algorithm->name);
-        return built;
+        return algorithm->build(host, ctx, description);
       },
       description);
   return op;

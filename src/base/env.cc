@@ -41,7 +41,10 @@ constexpr EnvSetting kSettings[] = {
      "across hosts; 0: always quantize)",
      "user"},
     {"BAGUA_TRACE_SIZE", "operations each communicator's flight recorder keeps (default 1000; 0: off)", "user"},
-    {"BAGUA_TRACE_DIR", "folder where each rank writes its flight recorder when a communicator fails", "user"},
+    {"BAGUA_TRACE_DIR",
+     "folder where each rank writes its flight recorder when a communicator fails (and bagua_comm_dump_trace with no "
+     "path)",
+     "user"},
     {"RANK", "this rank, when BAGUA_RANK is unset", "torchrun"},
     {"WORLD_SIZE", "number of ranks, when BAGUA_WORLD_SIZE is unset", "torchrun"},
     {"LOCAL_RANK", "rank on this host", "torchrun"},

@@ -62,20 +62,28 @@ void Comm::poison(bagua_status_t status, const std::string& message) {
 
 void Comm::fail_everything(bagua_status_t status, const std::string& message) {
   poison(status, message);
-  for (Operation* op : active_)
-    recorder_.end(op->trace_id(), FlightRecorder::State::kFailed, poison_status_.load(), op->waiting_for());
-  if (!trace_written_.exchange(true)) {
+  const bagua_status_t failure = poison_status_.load();
+  try {  // the flight recorder's view first, while the operations still know what they wait for
+    for (Operation* op : active_) {
+      if (op->state() == Operation::State::kDone)  // finished in this pass, not yet retired: it succeeded
+        recorder_.end(op->trace_id(), FlightRecorder::State::kDone, BAGUA_SUCCESS);
+      else
+        recorder_.end(op->trace_id(), FlightRecorder::State::kFailed, failure, op->waiting_for());
+    }
+  } catch (const std::exception&) {  // (out of memory for the strings): the teardown below must still run
+  }
+  for (Operation* op : active_) op->fail(failure, message);
+  active_.clear();
+  watches_.clear();
+  // Nothing may write into user buffers once the error is reported.
+  if (transport_) transport_->shutdown(false);
+  if (config_.trace_size > 0 && !trace_written_.exchange(true)) {
     try {
       dump_trace({}, message);
     } catch (const std::exception& e) {
       BAGUA_WARN("the flight recorder could not be written: {}", e.what());
     }
   }
-  for (Operation* op : active_) op->fail(poison_status_.load(), message);
-  active_.clear();
-  watches_.clear();
-  // Nothing may write into user buffers once the error is reported.
-  if (transport_) transport_->shutdown(false);
 }
 
 void Comm::fail_now(bagua_status_t status, const std::string& message) {
@@ -133,8 +141,10 @@ std::string Comm::trace_header(const std::string& reason) const {
 }
 
 std::string Comm::dump_trace_now(const std::string& path) {
-  std::unique_lock<std::timed_mutex> lock(engine_mutex_, std::defer_lock);
-  if (lock.try_lock_for(std::chrono::milliseconds(1500))) note_waiting_of_active();
+  {  // the engine only while reading what the running operations wait for, not while writing the file
+    std::unique_lock<std::timed_mutex> lock(engine_mutex_, std::defer_lock);
+    if (lock.try_lock_for(std::chrono::milliseconds(1500))) note_waiting_of_active();
+  }
   return dump_trace(path, "written on demand (bagua_comm_dump_trace)");
 }
 

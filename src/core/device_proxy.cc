@@ -139,11 +139,11 @@ DeviceOperation::~DeviceOperation() {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     host_op_.reset();
-    // What the builder holds (a qstate's queued count) is given back before the stream goes on: a caller that
-    // synchronized the stream may use the state at once.
-    build_ = nullptr;
   } catch (...) {
   }
+  // What the builder holds (a qstate's queued count) is given back before the stream goes on: a caller that
+  // synchronized the stream may use the state at once.
+  build_ = nullptr;
   gate_.reset();  // the last operation of its group on this stream releases it
 }
 

@@ -59,7 +59,10 @@ void FlightRecorder::end(uint64_t id, State state, bagua_status_t status, const 
   e->state = state;
   e->status = status;
   e->end_us = now_us();
-  if (!waiting_for.empty()) e->waiting_for = waiting_for;
+  if (state == State::kDone)
+    e->waiting_for.clear();  // an on-demand dump may have noted a wait it no longer has
+  else if (!waiting_for.empty())
+    e->waiting_for = waiting_for;
 }
 
 void FlightRecorder::note_waiting(uint64_t id, const std::string& waiting_for) {
@@ -68,21 +71,29 @@ void FlightRecorder::note_waiting(uint64_t id, const std::string& waiting_for) {
 }
 
 std::string FlightRecorder::format(const std::string& header, size_t lines) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t recorded = next_id_ - 1;
-  const uint64_t kept = std::min<uint64_t>(recorded, capacity_);
-  const uint64_t shown = std::min<uint64_t>(kept, lines);
+  // Copy under the lock, format outside it: operations keep recording meanwhile.
+  std::vector<Entry> entries;
+  std::map<std::pair<const char*, const char*>, uint64_t> by_algorithm;
+  uint64_t recorded = 0, kept = 0, shown = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    recorded = next_id_ - 1;
+    kept = std::min<uint64_t>(recorded, capacity_);
+    shown = std::min<uint64_t>(kept, lines);
+    entries.reserve(shown);
+    for (uint64_t id = recorded - shown + 1; id <= recorded; ++id) entries.push_back(ring_[(id - 1) % capacity_]);
+    by_algorithm = by_algorithm_;
+  }
   std::string out = fmt::format("# {}\n# {} operations recorded, the last {} kept, {} shown\n", one_line(header),
                                 recorded, kept, shown);
-  if (!by_algorithm_.empty()) {
+  if (!by_algorithm.empty()) {
     out += "# completed by algorithm:";
     std::map<std::string, uint64_t> by_name;  // the same name may come from two pointers: merge, and sort by name
-    for (const auto& [names, count] : by_algorithm_) by_name[fmt::format("{} {}", names.first, names.second)] += count;
+    for (const auto& [names, count] : by_algorithm) by_name[fmt::format("{} {}", names.first, names.second)] += count;
     for (const auto& [name, count] : by_name) out += fmt::format(" {} {};", name, count);
     out.back() = '\n';
   }
-  for (uint64_t id = recorded - shown + 1; id <= recorded; ++id) {
-    const Entry& e = ring_[(id - 1) % capacity_];
+  for (const Entry& e : entries) {
     out += fmt::format("op {} {} {} {} {} {} | {}\n", e.id, static_cast<char>(e.state), static_cast<int>(e.status),
                        e.start_us, e.end_us < 0 ? std::string("-") : std::to_string(e.end_us), one_line(e.description),
                        one_line(e.waiting_for));

@@ -1,14 +1,17 @@
 // Under bagua-run -n 3 with BAGUA_TRACE_DIR set (tests/mp/trace_check.sh runs it and then bagua-trace):
 //   on demand   every rank writes its flight recorder with bagua_comm_dump_trace to a path of its own, which
 //               must list the completed operations with their algorithm, oldest first;
-//   skip        two allreduces, then the last rank calls a barrier where the others call a third allreduce:
-//               every rank must fail (TIMEOUT, or REMOTE relayed) within the timeout plus a margin, and each
-//               writes its flight recorder into BAGUA_TRACE_DIR by itself.
+//   skip        two allreduces and a ring of sends and receives, then the last rank calls a barrier where the
+//               others call a third allreduce: every rank must fail (TIMEOUT, or REMOTE relayed) within the
+//               timeout plus a margin, and each writes its flight recorder into BAGUA_TRACE_DIR by itself;
+//   behind      the same, but the last rank calls nothing: the others fail and write theirs, and it writes its
+//               own with bagua_comm_dump_trace once they have.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mp/mp_check.h"
@@ -23,6 +26,14 @@ int main(int argc, char** argv) {
   std::vector<float> x(1000, 1.0f);
   for (int i = 0; i < 2; ++i)
     MP_OK(bagua_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr));
+  // A ring of sends and receives: point-to-point sequence numbers, which bagua-trace must not take for
+  // collectives.
+  std::vector<int> token(4, rank), got(4);
+  MP_OK(bagua_group_start());
+  MP_OK(bagua_send(token.data(), token.size(), BAGUA_INT32, (rank + 1) % n, comm, nullptr));
+  MP_OK(bagua_recv(got.data(), got.size(), BAGUA_INT32, (rank + n - 1) % n, comm, nullptr));
+  MP_OK(bagua_group_end());
+  MP_CHECK(got[0] == (rank + n - 1) % n);
   if (mode == "ondemand") {
     const char* dir = std::getenv("BAGUA_TRACE_DIR");
     MP_CHECK(dir != nullptr);
@@ -41,8 +52,19 @@ int main(int argc, char** argv) {
     MP_OK(bagua_comm_destroy(comm));
     return 0;
   }
+  if (mode == "skip") {  // an early file of this communicator next to the one its failure writes
+    std::string early = std::string(std::getenv("BAGUA_TRACE_DIR")) + "/early-rank" + std::to_string(rank) + ".txt";
+    MP_OK(bagua_comm_dump_trace(comm, early.c_str()));
+  }
+  if (mode == "behind" && rank == n - 1) {
+    // This rank never reaches the third allreduce: after the others have timed out, it writes its recorder.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000 * mp_env_int("BAGUA_TIMEOUT") + 1500));
+    MP_OK(bagua_comm_dump_trace(comm, nullptr));
+    bagua_comm_destroy(comm);
+    return 0;
+  }
   auto start = std::chrono::steady_clock::now();
-  bagua_status_t status = rank == n - 1
+  bagua_status_t status = rank == n - 1 && mode == "skip"
                               ? bagua_barrier(comm, nullptr)
                               : bagua_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr);
   double took = mp_seconds_since(start);
