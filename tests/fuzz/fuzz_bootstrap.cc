@@ -1,6 +1,7 @@
 // libFuzzer target: the bootstrap's frame parser and what parses frame payloads (HELLO verification, the join
 // request, the job table, error frames, the unique id). Input: bytes fed to the parser in chunks whose sizes come
-// from the input itself. Any Error is a refusal (fine); a crash, a sanitizer report or another exception is a bug.
+// from the input itself. An Error is a refusal (fine) unless INTERNAL; a crash, a sanitizer report or another exception
+// is a bug.
 #include <cstdint>
 #include <cstring>
 
@@ -29,7 +30,8 @@ void parse_payload(const Frame& frame, uint8_t selector) {
       case FrameType::kError: raise_error_frame(frame.payload);
       default: JoinRequest::decode(frame.payload); break;
     }
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    if (e.status() == BAGUA_ERR_INTERNAL) __builtin_trap();  // a bug, not a refusal
   }
 }
 
@@ -41,7 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(&id, data, sizeof id);
     try {
       UniqueId::decode(id);
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      if (e.status() == BAGUA_ERR_INTERNAL) __builtin_trap();  // a bug, not a refusal
     }
   }
   if (size == 0) return 0;

@@ -1,6 +1,6 @@
 // libFuzzer target: environment parsing. Input: lines NAME=VALUE; the BAGUA_* ones are set (the rest of the
 // process environment is cleared of them first), then the communicator configuration (Config::from_env) and the
-// launcher variables (read_launch_env, over the same lines) are parsed. Any Error is a refusal (fine).
+// launcher variables (read_launch_env, over the same lines) are parsed. An Error is a refusal (fine) unless INTERNAL.
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -43,14 +43,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     Config::from_env();
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    if (e.status() == BAGUA_ERR_INTERNAL) __builtin_trap();  // a bug, not a refusal
   }
   try {
     read_launch_env([&](const char* name) -> const char* {
       auto it = vars.find(name);
       return it == vars.end() ? nullptr : it->second.c_str();
     });
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    if (e.status() == BAGUA_ERR_INTERNAL) __builtin_trap();  // a bug, not a refusal
   }
   return 0;
 }
