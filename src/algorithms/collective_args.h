@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/tags.h"
 #include "bagua/bagua.h"
+#include "core/tags.h"
 
 namespace bagua {
 

@@ -6,10 +6,10 @@
 #include "algorithms/argument_checks.h"
 #include "algorithms/p2p.h"
 #include "algorithms/registry.h"
-#include "algorithms/tags.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "core/device_proxy.h"
+#include "core/tags.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
@@ -152,10 +152,17 @@ RelaxationBuffers check_relaxation_buffers(const Comm& comm, const void* sendbuf
   return b;
 }
 
-ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op) {
+CallDetails collective_details(const CollectiveArgs& args, const char* algorithm) {
+  return {args.collective == Collective::kAlltoallv ? 0 : args.count,
+          mix_details(static_cast<uint64_t>(args.root), hash_name(algorithm))};
+}
+
+ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op, CallDetails details) {
+  const bool fingerprints = comm.config().fingerprints;
   return ScheduleContext{comm.rank(),
                          comm.size(),
-                         comm.id(),
+                         fingerprints ? call_fingerprint(kind, dtype, op, details) : kind_only_fingerprint(kind),
+                         fingerprints ? kTagFingerprintMask : 0,
                          comm.next_collective_sequence(),
                          kind,
                          dtype,
@@ -247,7 +254,8 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
   host.sendbuf = staged.sendbuf;
   host.recvbuf = staged.recvbuf;
   // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
-  ScheduleContext ctx = make_context(comm, tag_kind_of(args.collective), args.dtype, args.op);
+  ScheduleContext ctx =
+      make_context(comm, tag_kind_of(args.collective), args.dtype, args.op, collective_details(args, algorithm->name));
   std::string description = fmt::format("{} #{} ({} x {}, {}, device{})", collective_name(args.collective),
                                         ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
   // alltoallv's count arrays belong to the caller, who may free them once the call returns.
@@ -291,7 +299,8 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
                 args.algorithm ? std::string("the caller's choice")
                                : selector_of(comm).explain(args.collective, args.message_bytes(n), n, comm.hosts()));
   if (args.on_device) return make_device_collective(comm, args, algorithm, suffix);
-  ScheduleContext ctx = make_context(comm, tag_kind_of(args.collective), args.dtype, args.op);
+  ScheduleContext ctx =
+      make_context(comm, tag_kind_of(args.collective), args.dtype, args.op, collective_details(args, algorithm->name));
   std::string description = args.collective == Collective::kBarrier
                                 ? fmt::format("barrier #{}{}", ctx.sequence, suffix)
                                 : fmt::format("{} #{} ({} x {}, {}{})", collective_name(args.collective), ctx.sequence,
@@ -304,11 +313,12 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
 
 std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kind, const RelaxationBuffers& buffers,
                                                   void* stream, TagKind tag_kind, bagua_datatype_t dtype,
-                                                  bagua_redop_t op, const char* name, RelaxationBuilder build) {
+                                                  bagua_redop_t op, CallDetails details, const char* name,
+                                                  RelaxationBuilder build) {
   StagedBuffers staged = stage_buffers(comm, kind, stream, buffers.device, buffers.sendbuf, buffers.bytes,
                                        buffers.recvbuf, buffers.bytes, false);
   // Nothing can fail from here on: the sequence number is taken in call order.
-  ScheduleContext ctx = make_context(comm, tag_kind, dtype, op);
+  ScheduleContext ctx = make_context(comm, tag_kind, dtype, op, details);
   std::string description = fmt::format("{} #{} ({} bytes, device)", name, ctx.sequence, buffers.bytes);
   staged.op->set_host_operation(
       [build = std::move(build), send = staged.sendbuf, recv = staged.recvbuf, ctx] { return build(send, recv, ctx); },
@@ -339,7 +349,11 @@ std::unique_ptr<Operation> make_p2p(Comm& comm, void* buf, size_t count, bagua_d
     buf = device_op->staging();
   }
   uint64_t seq = kSend ? comm.next_send_sequence(peer) : comm.next_recv_sequence(peer);
-  uint64_t tag = make_tag(TagKind::kP2P, comm.id(), seq, 0, kSend ? comm.rank() : peer);
+  const bool fingerprints = comm.config().fingerprints;
+  const uint64_t fingerprint = fingerprints ? call_fingerprint(TagKind::kP2P, dtype, BAGUA_SUM, {count, 0})
+                                            : kind_only_fingerprint(TagKind::kP2P);
+  const uint64_t unmatched_bits = fingerprints ? kTagFingerprintMask : 0;
+  uint64_t tag = make_tag(fingerprint, seq, 0, kSend ? comm.rank() : peer);
   std::string description =
       kSend ? fmt::format("send #{} of {} x {} to rank {}", seq, count, datatype_name(dtype), peer)
             : fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer);
@@ -347,7 +361,7 @@ std::unique_ptr<Operation> make_p2p(Comm& comm, void* buf, size_t count, bagua_d
     if constexpr (kSend)
       return std::make_unique<SendOp>(buf, bytes, peer, tag, description);
     else
-      return std::make_unique<RecvOp>(buf, bytes, peer, tag, description);
+      return std::make_unique<RecvOp>(buf, bytes, peer, tag, unmatched_bits, description);
   };
   if (!device_op) return build();
   device_op->set_host_operation(build, description + " on device");

@@ -38,10 +38,14 @@ RelaxationBuffers check_relaxation_buffers(const Comm& comm, const void* sendbuf
 using RelaxationBuilder = std::function<std::unique_ptr<Operation>(const void*, void*, const ScheduleContext&)>;
 std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kind, const RelaxationBuffers& buffers,
                                                   void* stream, TagKind tag_kind, bagua_datatype_t dtype,
-                                                  bagua_redop_t op, const char* name, RelaxationBuilder build);
+                                                  bagua_redop_t op, CallDetails details, const char* name,
+                                                  RelaxationBuilder build);
 
 // The context of the next operation on comm: takes its sequence number, so build nothing that can fail after.
-ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op);
+// details: what else every rank's call must agree on; it enters the call's fingerprint (core/tags.h).
+ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op, CallDetails details);
+// The details of a collective call: its count (but alltoallv's, which differ by rank), root and algorithm.
+CallDetails collective_details(const CollectiveArgs& args, const char* algorithm);
 
 // Parses the configuration's BAGUA_ALGO rules; INVALID_USAGE naming BAGUA_ALGO when they do not. Init calls it
 // before the rendezvous.

@@ -12,7 +12,7 @@ void SendOp::advance(Transport& transport) {
 
 void RecvOp::advance(Transport& transport) {
   if (!posted_) {
-    post_recv(transport, transfer_, peer_, tag_, data_, bytes_);
+    post_recv(transport, transfer_, peer_, tag_, data_, bytes_, unmatched_bits_);
     posted_ = true;
   }
   if (poll(transport, transfer_)) finish();

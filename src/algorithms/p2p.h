@@ -22,8 +22,14 @@ class SendOp : public Operation {
 
 class RecvOp : public Operation {
  public:
-  RecvOp(void* data, size_t bytes, int peer, uint64_t tag, std::string description)
-      : Operation(BAGUA_OPKIND_RECV, std::move(description)), data_(data), bytes_(bytes), peer_(peer), tag_(tag) {}
+  // unmatched_bits: the fingerprint bits of tag, compared on arrival (core/tags.h)
+  RecvOp(void* data, size_t bytes, int peer, uint64_t tag, uint64_t unmatched_bits, std::string description)
+      : Operation(BAGUA_OPKIND_RECV, std::move(description)),
+        data_(data),
+        bytes_(bytes),
+        peer_(peer),
+        tag_(tag),
+        unmatched_bits_(unmatched_bits) {}
   void advance(Transport& transport) override;
 
  private:
@@ -31,6 +37,7 @@ class RecvOp : public Operation {
   size_t bytes_;
   int peer_;
   uint64_t tag_;
+  uint64_t unmatched_bits_;
   bool posted_ = false;
   Transfer transfer_;
 };

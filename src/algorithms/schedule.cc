@@ -21,6 +21,7 @@ ScheduleOp::ScheduleOp(bagua_opkind_t kind, std::string description, std::unique
   size_t most = 0;
   for (const Round& round : schedule_->rounds()) most = std::max(most, round.recvs.size() + round.sends.size());
   transfers_.reserve(most);
+  set_collective_sequence(schedule_->context().sequence);
 }
 
 void ScheduleOp::run_steps(const std::vector<LocalStep>& steps, Transport& transport) {
@@ -55,13 +56,13 @@ void ScheduleOp::post_round(Transport& transport) {
   for (const RecvSpec& r : round.recvs) {
     uint64_t slot = recv_slot[r.peer]++;
     if (slot >= 64) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
-    post_recv(transport, transfers_[t++], r.peer, make_tag(ctx.kind, ctx.comm_id, ctx.sequence, base | slot, r.peer),
-              r.data, r.bytes);
+    post_recv(transport, transfers_[t++], r.peer, make_tag(ctx.fingerprint, ctx.sequence, base | slot, r.peer), r.data,
+              r.bytes, ctx.unmatched_bits);
   }
   for (const SendSpec& s : round.sends) {
     uint64_t slot = send_slot[s.peer]++;
     if (slot >= 64) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
-    post_send(transport, transfers_[t++], s.peer, make_tag(ctx.kind, ctx.comm_id, ctx.sequence, base | slot, ctx.rank),
+    post_send(transport, transfers_[t++], s.peer, make_tag(ctx.fingerprint, ctx.sequence, base | slot, ctx.rank),
               s.data, s.bytes, s.mode);
   }
   posted_ = true;

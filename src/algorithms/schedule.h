@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "algorithms/tags.h"
 #include "core/operation.h"
+#include "core/tags.h"
 
 namespace bagua {
 
@@ -101,7 +101,8 @@ class ProgressHook {
 struct ScheduleContext {
   int rank;
   int nranks;
-  uint64_t comm_id;
+  uint64_t fingerprint;     // of the call, in every tag (core/tags.h)
+  uint64_t unmatched_bits;  // kTagFingerprintMask, or 0 with BAGUA_FINGERPRINT=0
   uint64_t sequence;
   TagKind kind;
   bagua_datatype_t dtype;

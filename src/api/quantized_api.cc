@@ -51,7 +51,8 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     // allreduce algorithm: make the communicator's selector here, on the caller's thread, so that it only reads.
     selector_of(comm);
     return make_device_relaxation(
-        comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, TagKind::kQuantized, dtype, op, "quantized_allreduce",
+        comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, TagKind::kQuantized, dtype, op,
+        quantized_details(count, codec), "quantized_allreduce",
         [&comm, count, dtype, op, codec, impl, in_queue = queued_on(impl)](const void* send, void* recv,
                                                                            const ScheduleContext& ctx) {
           if (impl && impl->busy)

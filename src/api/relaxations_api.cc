@@ -60,7 +60,7 @@ std::unique_ptr<Operation> make_neighbor(bagua_comm* handle, const void* sendbuf
   if (buffers.on_device)  // (the topology is copied: the call may run after the caller changes or frees it)
     return make_device_relaxation(
         comm, BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, buffers, stream, TagKind::kNeighbor, dtype, BAGUA_SUM,
-        "neighbor_allreduce",
+        neighbor_details(topo->impl, count, step), "neighbor_allreduce",
         [&comm, topology = topo->impl, count, dtype, step](const void* send, void* recv, const ScheduleContext& ctx) {
           return build_neighbor_allreduce(comm, topology, NeighborArgs{send, recv, count, dtype, step}, &ctx);
         });

@@ -45,6 +45,9 @@ constexpr EnvSetting kSettings[] = {
      "folder where each rank writes its flight recorder when a communicator fails (and bagua_comm_dump_trace with no "
      "path)",
      "user"},
+    {"BAGUA_FINGERPRINT",
+     "0: benchmarks only; messages carry no call fingerprint, so mismatched calls are not detected (default 1)",
+     "user"},
     {"RANK", "this rank, when BAGUA_RANK is unset", "torchrun"},
     {"WORLD_SIZE", "number of ranks, when BAGUA_WORLD_SIZE is unset", "torchrun"},
     {"LOCAL_RANK", "rank on this host", "torchrun"},

@@ -93,9 +93,13 @@ void BootstrapRing::handle(Link& link, Frame frame) {
       int32_t origin = r.i32();
       int32_t status = r.i32();
       std::string message = r.str(2048);
-      std::string text = fmt::format("rank {} failed: {}", origin, message);
-      // A peer's timeout is reported as a timeout here too; anything else means a peer went away.
-      bagua_status_t local_status = status == BAGUA_ERR_TIMEOUT ? BAGUA_ERR_TIMEOUT : BAGUA_ERR_REMOTE;
+      // A peer's timeout is reported as a timeout here too, and a mismatch of the ranks' calls (the call
+      // fingerprints, core/tags.h) as the usage error it is on every rank; anything else means a peer went away.
+      const bool usage = status == BAGUA_ERR_INVALID_USAGE;
+      std::string text = fmt::format("rank {} {}: {}", origin, usage ? "found" : "failed", message);
+      bagua_status_t local_status = status == BAGUA_ERR_TIMEOUT ? BAGUA_ERR_TIMEOUT
+                                    : usage                     ? BAGUA_ERR_INVALID_USAGE
+                                                                : BAGUA_ERR_REMOTE;
       // Pass it on away from where it came, once.
       Link& onward = &link == &prev_ ? next_ : prev_;
       if (!relayed_failure_.exchange(true)) {

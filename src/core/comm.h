@@ -142,7 +142,9 @@ class Comm {
   struct Watch {
     uint64_t events = 0;
     Clock::time_point last_progress;
+    bool mismatch_checked = false;  // this stall was checked for a message of another call
   };
+  static constexpr int kMismatchCheckMs = 20;
   std::vector<std::pair<Operation*, Watch>> watches_;
   uint64_t collective_sequence_ = 0;
   std::vector<uint64_t> send_sequence_;
@@ -160,6 +162,8 @@ class Comm {
   void progress_all();
   void check_health_throttled();
   void check_watchdog(Operation& op);
+  void check_stranded_messages(const Operation& op);  // engine mutex held; throws INVALID_USAGE
+  static constexpr uint64_t kStrandedWindow = 1024;   // sequence numbers behind a starting call that count as stale
   void fail_everything(bagua_status_t status, const std::string& message);
   void retire(Operation& op);  // counts a finished operation in the stats, then unwatch()
   void unwatch(Operation& op);

@@ -1,6 +1,7 @@
 // Comm, initialisation: joining the job at the rendezvous root, forming the communicator (bootstrap ring,
 // layout, transport, the single-copy vote) and splitting it.
 #include "core/comm.h"
+#include "core/tags.h"
 
 #include <unistd.h>
 
@@ -120,8 +121,7 @@ void Comm::warm_up(Deadline deadline) {
   std::vector<uint8_t> out(std::max(small, rounds > kEagerRounds ? large : small), 0), in(out.size());
   std::vector<Transfer> transfers(peers.size() * 2 * static_cast<size_t>(rounds));
   auto tag = [&](int round, int source) {
-    return ((comm_id_ & 0xfffu) << 48) | (static_cast<uint64_t>(round) << 32) |
-           (static_cast<uint64_t>(source) & 0xfffffu);
+    return make_tag(kind_only_fingerprint(TagKind::kWarmUp), static_cast<uint64_t>(round), 0, source);
   };
   size_t t = 0;
   for (size_t p = 0; p < peers.size(); ++p)

@@ -7,6 +7,7 @@
 
 #include "base/backoff.h"
 #include "base/logging.h"
+#include "core/tags.h"
 
 namespace bagua {
 
@@ -64,7 +65,13 @@ void Comm::check_health_throttled() {
   try {
     ring_->check_health();
   } catch (const Error& e) {
-    fail_everything(abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status(), e.what());
+    // A failure relayed from another rank names what that rank was doing; add what this one was doing.
+    std::string doing;
+    for (Operation* op : active_)
+      if (op->running() && doing.size() < 512)
+        doing += fmt::format("{}{} (waiting for: {})", doing.empty() ? "" : "; ", op->description(), op->waiting_for());
+    fail_everything(abort_requested_.load() ? BAGUA_ERR_ABORTED : e.status(),
+                    doing.empty() ? std::string(e.what()) : fmt::format("{}; this rank was in {}", e.what(), doing));
   }
 }
 
@@ -81,18 +88,49 @@ void Comm::check_watchdog(Operation& op) {
     if (op.events() != watch.events || !op.watched()) {
       watch.events = op.events();
       watch.last_progress = now;
+      watch.mismatch_checked = false;
+    } else if (!watch.mismatch_checked && now - watch.last_progress > std::chrono::milliseconds(kMismatchCheckMs)) {
+      // Stalled: a peer's message under this sequence number with another call's fingerprint never matches.
+      watch.mismatch_checked = true;
+      std::string mismatch = transport_ ? op.mismatched_message(*transport_) : std::string();
+      if (!mismatch.empty())
+        fail_everything(BAGUA_ERR_INVALID_USAGE, fmt::format("{}: {}", op.description(), mismatch));
     } else if (now - watch.last_progress > std::chrono::milliseconds(config_.timeout_ms)) {
+      std::string unmatched = transport_ ? op.unmatched_messages(*transport_) : std::string();
       fail_everything(BAGUA_ERR_TIMEOUT,
-                      fmt::format("{} made no progress for {:.1f} s (BAGUA_TIMEOUT); waiting for: {}", op.description(),
-                                  config_.timeout_ms / 1000.0, op.waiting_for()));
+                      fmt::format("{} made no progress for {:.1f} s (BAGUA_TIMEOUT); waiting for: {}{}{}",
+                                  op.description(), config_.timeout_ms / 1000.0, op.waiting_for(),
+                                  unmatched.empty() ? "" : "; the ranks' calls differ: ", unmatched));
     }
     return;
   }
 }
 
+// A collective message of an earlier sequence number that no receive took: the ranks' calls under that number
+// differed (two ranks both broadcast as root, say). Checked when a collective starts on an otherwise idle host
+// communicator, so that every earlier collective here has finished; UCX matches a sender's messages in order.
+void Comm::check_stranded_messages(const Operation& op) {
+  if (!config_.fingerprints || op.collective_sequence() < 0 || !active_.empty() || !transport_) return;
+  {
+    std::lock_guard<std::mutex> lock(device_proxy_mutex_);
+    if (device_proxy_) return;  // device calls take their sequence numbers before they start
+  }
+  uint64_t sender_tag = 0;
+  if (!transport_->find_unmatched(uint64_t{2} << 62, kTagSpaceMask, &sender_tag)) return;
+  const uint64_t behind = (static_cast<uint64_t>(op.collective_sequence()) - tag_sequence(sender_tag)) & 0xfffu;
+  if (behind == 0 || behind > kStrandedWindow) return;  // a message of this call or of a later one
+  const std::string message = fmt::format(
+      "{}: the ranks' calls differ: rank {} sent {}, which no call of this rank received (this rank's call under "
+      "that number has finished)",
+      op.description(), tag_source(sender_tag), describe_message(sender_tag));
+  fail_everything(BAGUA_ERR_INVALID_USAGE, message);
+  throw Error(BAGUA_ERR_INVALID_USAGE, message);
+}
+
 void Comm::start(Operation& op) {
   std::lock_guard<std::timed_mutex> lock(engine_mutex_);
   check_usable();
+  check_stranded_messages(op);
   op.set_trace_id(recorder_.begin(op.kind(), op.description()));
   active_.push_back(&op);
   watches_.push_back({&op, Watch{op.events(), Clock::now()}});

@@ -86,6 +86,11 @@ Config Config::from_env() {
     config.trace_size = static_cast<size_t>(v);
   }
   if (const char* text = env_get("BAGUA_TRACE_DIR")) config.trace_dir = text;
+  if (const char* text = env_get("BAGUA_FINGERPRINT"); text && *text) {
+    if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_FINGERPRINT='{}' must be 0 or 1", text);
+    config.fingerprints = text[0] == '1';
+  }
   if (const char* text = env_get("BAGUA_RING_WINDOW"); text && *text) {
     char* end = nullptr;
     long v = std::strtol(text, &end, 10);
@@ -136,6 +141,7 @@ uint64_t Config::agreement_hash() const {
   hash = fnv1a(hash, &single_copy_bytes, sizeof(single_copy_bytes));
   hash = fnv1a(hash, &inter_host_gbps, sizeof(inter_host_gbps));
   hash = fnv1a(hash, &quantized_min_bytes, sizeof(quantized_min_bytes));
+  hash = fnv1a(hash, &fingerprints, sizeof(fingerprints));
   return hash;
 }
 

@@ -25,6 +25,9 @@ struct Config {
   size_t device_memory_limit = size_t{1} << 30;
   size_t trace_size = 1000;  // BAGUA_TRACE_SIZE: operations the flight recorder keeps (0: off)
   std::string trace_dir;     // BAGUA_TRACE_DIR: where each rank writes its flight recorder on failure
+  // BAGUA_FINGERPRINT=0: messages carry only the call's kind and receives match it exactly (core/tags.h); for
+  // measuring what fingerprints cost, not for use
+  bool fingerprints = true;
 
   // Defaults overridden by BAGUA_TIMEOUT (seconds, may be fractional), BAGUA_BIND, BAGUA_ALGO.
   static Config from_env();

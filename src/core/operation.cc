@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "core/tags.h"
 
 namespace bagua {
 
@@ -20,8 +21,9 @@ void Operation::post_send(Transport& transport, Transfer& transfer, int peer, ui
   if (std::find(watched_.begin(), watched_.end(), &transfer) == watched_.end()) watched_.push_back(&transfer);
 }
 
-void Operation::post_recv(Transport& transport, Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) {
-  transport.post_recv(transfer, peer, tag, data, bytes);
+void Operation::post_recv(Transport& transport, Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes,
+                          uint64_t unmatched_bits) {
+  transport.post_recv(transfer, peer, tag, data, bytes, unmatched_bits);
   if (std::find(watched_.begin(), watched_.end(), &transfer) == watched_.end()) watched_.push_back(&transfer);
 }
 
@@ -30,6 +32,10 @@ bool Operation::poll(Transport& transport, Transfer& transfer) {
     transport.check(transfer);
     if (transfer.state == Transfer::State::kDone) ++events_;
   }
+  if (transfer.state == Transfer::State::kFailed && transfer.tag_mismatch)
+    throw Error(
+        BAGUA_ERR_INVALID_USAGE,
+        fmt::format("{}: {}", description_, describe_call_mismatch(transfer.tag, transfer.sender_tag, transfer.peer)));
   if (transfer.state == Transfer::State::kFailed)
     throw Error(transfer.failure == BAGUA_SUCCESS ? BAGUA_ERR_REMOTE : transfer.failure,
                 fmt::format("{}: {}", description_, transfer.error));
@@ -49,6 +55,33 @@ std::string Operation::waiting_for() const {
                        t->bytes, t->is_send ? "to" : "from", t->peer);
   }
   return out.empty() ? "nothing pending" : out;
+}
+
+std::string Operation::mismatched_message(Transport& transport) const {
+  const uint64_t mask = kTagSpaceMask | (uint64_t{0xfff} << 32) | kTagSourceMask;  // space, sequence, sender
+  for (const Transfer* t : watched_) {
+    if (t->state != Transfer::State::kPending || t->is_send || t->unmatched_bits == 0) continue;
+    uint64_t sender_tag = 0;
+    if (transport.find_unmatched(t->tag, mask, &sender_tag) && ((sender_tag ^ t->tag) & t->unmatched_bits) != 0)
+      return describe_call_mismatch(t->tag, sender_tag, t->peer);
+  }
+  return {};
+}
+
+std::string Operation::unmatched_messages(Transport& transport) const {
+  std::string out;
+  std::vector<int> peers;
+  for (const Transfer* t : watched_) {
+    if (t->state != Transfer::State::kPending || t->is_send) continue;
+    if (std::find(peers.begin(), peers.end(), t->peer) != peers.end()) continue;
+    peers.push_back(t->peer);
+    uint64_t sender_tag = 0;
+    // The same space and sender; any sequence, step and fingerprint.
+    if (!transport.find_unmatched(t->tag, kTagSpaceMask | kTagSourceMask, &sender_tag)) continue;
+    out += fmt::format("{}rank {} sent {}, which no receive here matches", out.empty() ? "" : "; ", t->peer,
+                       describe_message(sender_tag));
+  }
+  return out;
 }
 
 }  // namespace bagua

@@ -44,8 +44,17 @@ class Operation {
     collective_name_ = collective;
     algorithm_name_ = algorithm;
   }
+  // The collective sequence number it runs under (core/tags.h); -1 for point to point and internal operations.
+  int64_t collective_sequence() const { return collective_sequence_; }
+  void set_collective_sequence(uint64_t sequence) { collective_sequence_ = static_cast<int64_t>(sequence); }
   // Which transfers are still pending, for timeout messages ("receive of 4096 bytes from rank 3").
   virtual std::string waiting_for() const;
+  // For a timeout message: messages that arrived from the peers it waits on but matched none of its receives
+  // ("rank 1 sent broadcast of float32 (collective #3 mod 4096)"); empty when there are none.
+  std::string unmatched_messages(Transport& transport) const;
+  // A message that arrived under this operation's sequence number from a peer it waits on, but carries another
+  // call's fingerprint, so no receive of it will ever match: the mismatch named (describe_call_mismatch), or "".
+  std::string mismatched_message(Transport& transport) const;
   // Stream-ordered on device memory (core/device_proxy.h): the call hands it to the communicator's proxy.
   virtual bool on_device() const { return false; }
   // Whether the watchdog times it out when it makes no progress (not while it waits for the caller's stream).
@@ -62,7 +71,9 @@ class Operation {
   bool poll(Transport& transport, Transfer& transfer);
   void post_send(Transport& transport, Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes,
                  SendMode mode = SendMode::kDefault);
-  void post_recv(Transport& transport, Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes);
+  // unmatched_bits: the call fingerprint's bits (core/tags.h), compared on arrival; 0 matches the tag exactly.
+  void post_recv(Transport& transport, Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes,
+                 uint64_t unmatched_bits = 0);
   // Bytes sent outside post_send (cross-memory writes).
   void add_bytes_sent(uint64_t bytes) { bytes_sent_ += bytes; }
 
@@ -75,6 +86,7 @@ class Operation {
   uint64_t events_ = 0;
   uint64_t bytes_sent_ = 0;
   uint64_t trace_id_ = 0;
+  int64_t collective_sequence_ = -1;
   const char* collective_name_ = nullptr;
   const char* algorithm_name_ = nullptr;
   std::vector<const Transfer*> watched_;

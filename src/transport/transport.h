@@ -20,6 +20,9 @@ struct Transfer {
   bool is_send = false;
   int peer = -1;
   uint64_t tag = 0;
+  uint64_t unmatched_bits = 0;  // receive: tag bits matching ignores and compares on arrival (the call's fingerprint)
+  uint64_t sender_tag = 0;      // receive: the arriving message's tag
+  bool tag_mismatch = false;    // receive failed because sender_tag differs from tag in unmatched_bits
   size_t bytes = 0;
   void* handle = nullptr;  // transport-specific request
   void* aux = nullptr;     // a second request (single-copy protocol: the acknowledgement)
@@ -55,9 +58,15 @@ class Transport {
 
   virtual void post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes,
                          SendMode mode = SendMode::kDefault) = 0;
-  virtual void post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) = 0;
+  // unmatched_bits: tag bits the receive does not match on; a message whose bits there differ from tag's fails it
+  // with INVALID_USAGE and tag_mismatch set (the data may have landed in `data`).
+  virtual void post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes,
+                         uint64_t unmatched_bits = 0) = 0;
   // Updates transfer.state; a receive of the wrong length fails with an explanation.
   virtual void check(Transfer& transfer) = 0;
+  // The tag of the oldest arrived message that no receive has matched yet, among those whose tag equals `tag` in
+  // the bits of `mask`; false when there is none.
+  virtual bool find_unmatched(uint64_t tag, uint64_t mask, uint64_t* sender_tag) = 0;
   // Drives communication; returns how much happened (0 when idle).
   virtual unsigned progress() = 0;
 

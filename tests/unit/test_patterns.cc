@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "algorithms/patterns/ring.h"
-#include "algorithms/tags.h"
+#include "core/tags.h"
 
 using namespace bagua;
 
@@ -66,10 +66,62 @@ TEST_CASE("simulated ring reduce-scatter + allgather gives every rank the full s
 }
 
 TEST_CASE("tags keep their fields apart", "[patterns]") {
-  uint64_t tag = make_tag(TagKind::kAllreduce, 0xabcdef, 0x12345, 0xfff, 0xfffff);
+  uint64_t fp = call_fingerprint(TagKind::kAllreduce, BAGUA_FLOAT32, BAGUA_MAX, {12345, 6});
+  uint64_t tag = make_tag(fp, 0x12345, 0xfff, 0xfffff);
   CHECK(tag_kind(tag) == TagKind::kAllreduce);
-  CHECK(tag_sequence(tag) == 0x2345);
+  CHECK(tag_fingerprint(tag) == fp);
+  CHECK(tag_space(tag) == 2);
+  CHECK(tag_sequence(tag) == 0x345);
   CHECK(tag_step(tag) == 0xfff);
   CHECK(tag_source(tag) == 0xfffff);
-  CHECK(make_tag(TagKind::kP2P, 1, 2, 3, 4) != make_tag(TagKind::kAllreduce, 1, 2, 3, 4));
+  uint64_t p2p = make_tag(call_fingerprint(TagKind::kP2P, BAGUA_FLOAT32, BAGUA_SUM, {}), 2, 3, 4);
+  CHECK(tag_space(p2p) == 1);
+  CHECK((p2p & ~kTagFingerprintMask) != (make_tag(fp, 2, 3, 4) & ~kTagFingerprintMask));  // never match
+  CHECK(tag_space(make_tag(kind_only_fingerprint(TagKind::kWarmUp), 1, 0, 3)) == 0);
+}
+
+TEST_CASE("a call's fingerprint tells the calls that matter apart", "[patterns]") {
+  auto fp = [](TagKind k, bagua_datatype_t t, bagua_redop_t op, CallDetails d) {
+    return call_fingerprint(k, t, op, d);
+  };
+  const uint64_t base = fp(TagKind::kAllreduce, BAGUA_FLOAT32, BAGUA_SUM, CallDetails{1000, 0});
+  // Kind, datatype and op are fields of their own: any difference shows, never by chance.
+  CHECK(base != fp(TagKind::kAllreduce, BAGUA_FLOAT32, BAGUA_MAX, CallDetails{1000, 0}));
+  CHECK(base != fp(TagKind::kAllreduce, BAGUA_INT32, BAGUA_SUM, CallDetails{1000, 0}));
+  CHECK(base != fp(TagKind::kBroadcast, BAGUA_FLOAT32, BAGUA_SUM, CallDetails{1000, 0}));
+  // What a collective does not use does not count: a broadcast has no op, a barrier no datatype.
+  CHECK(fp(TagKind::kBroadcast, BAGUA_FLOAT32, BAGUA_SUM, {7, 1}) ==
+        fp(TagKind::kBroadcast, BAGUA_FLOAT32, BAGUA_MAX, {7, 1}));
+  CHECK(fp(TagKind::kBarrier, BAGUA_FLOAT32, BAGUA_SUM, {}) == fp(TagKind::kBarrier, BAGUA_INT8, BAGUA_MAX, {}));
+  // The 7-bit check: counts less than 128 apart never share it, and of 10000 counts about 1/128 share count 1000's;
+  // the rest of the details (root, algorithm, settings) about 1/128 too.
+  int same = 0;
+  for (uint64_t c = 0; c < 10000; ++c)
+    same += fp(TagKind::kAllreduce, BAGUA_FLOAT32, BAGUA_SUM, CallDetails{c, 0}) == base;
+  CHECK(same <= 10000 / 128 + 30);
+  int same_rest = 0;
+  for (uint64_t r = 1; r < 10000; ++r)
+    same_rest += fp(TagKind::kAllreduce, BAGUA_FLOAT32, BAGUA_SUM, CallDetails{1000, mix_details(r, 3)}) == base;
+  CHECK(same_rest <= 10000 / 128 + 30);
+  for (uint64_t c = 1; c < 1000; ++c)
+    CHECK(fp(TagKind::kAllreduce, BAGUA_FLOAT32, BAGUA_SUM, CallDetails{c, 0}) !=
+          fp(TagKind::kAllreduce, BAGUA_FLOAT32, BAGUA_SUM, CallDetails{c + 1, 0}));
+}
+
+TEST_CASE("a fingerprint mismatch names both calls", "[patterns]") {
+  uint64_t ours = make_tag(call_fingerprint(TagKind::kAllreduce, BAGUA_FLOAT32, BAGUA_SUM, {1, 0}), 5, 0, 1);
+  uint64_t theirs = make_tag(call_fingerprint(TagKind::kAllreduce, BAGUA_FLOAT32, BAGUA_MAX, {1, 0}), 5, 0, 1);
+  CHECK(describe_call_mismatch(ours, theirs, 1) ==
+        "the ranks' calls differ: rank 1 called allreduce of float32 with max where this rank called allreduce of "
+        "float32 with sum (they differ in the reduction op)");
+  uint64_t bcast = make_tag(call_fingerprint(TagKind::kBroadcast, BAGUA_INT32, BAGUA_SUM, {1, 0}), 5, 0, 1);
+  CHECK(describe_call_mismatch(ours, bcast, 1) ==
+        "the ranks' calls differ: rank 1 called broadcast of int32 where this rank called allreduce of float32 with "
+        "sum (they differ in the call)");
+  CHECK(describe_message(bcast) == "broadcast of int32 (collective #5 mod 4096)");
+  uint64_t recv = make_tag(call_fingerprint(TagKind::kP2P, BAGUA_INT32, BAGUA_SUM, {1, 0}), 0, 0, 1);
+  uint64_t send = make_tag(call_fingerprint(TagKind::kP2P, BAGUA_FLOAT32, BAGUA_SUM, {1, 0}), 0, 0, 1);
+  CHECK(describe_call_mismatch(recv, send, 1) ==
+        "the send does not match the receive: rank 1 sent float32 where this rank receives int32 (they differ in the "
+        "datatype)");
 }

@@ -7,9 +7,21 @@ namespace bagua {
 namespace {
 
 std::unique_ptr<Operation> build(const CollectiveArgs& a, const ScheduleContext& ctx, std::string description) {
-  RingAllreduceArgs ring{a.sendbuf,       a.recvbuf,           a.count,         a.dtype,        a.op,
-                         ctx.rank,        ctx.nranks,          ctx.comm_id,     ctx.sequence,   ctx.ring_segment_bytes,
-                         ctx.ring_window, ctx.ring_position(), ctx.ring_next(), ctx.ring_prev()};
+  RingAllreduceArgs ring{a.sendbuf,
+                         a.recvbuf,
+                         a.count,
+                         a.dtype,
+                         a.op,
+                         ctx.rank,
+                         ctx.nranks,
+                         ctx.fingerprint,
+                         ctx.unmatched_bits,
+                         ctx.sequence,
+                         ctx.ring_segment_bytes,
+                         ctx.ring_window,
+                         ctx.ring_position(),
+                         ctx.ring_next(),
+                         ctx.ring_prev()};
   return std::make_unique<RingAllreduce>(ring, std::move(description));
 }
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "algorithms/patterns/ring.h"
-#include "algorithms/tags.h"
+#include "core/tags.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/dtype.h"
 
@@ -12,6 +12,7 @@ namespace bagua {
 
 RingAllreduce::RingAllreduce(const RingAllreduceArgs& args, std::string description)
     : Operation(BAGUA_OPKIND_ALLREDUCE, std::move(description)), args_(args) {
+  set_collective_sequence(args.sequence);
   elem_size_ = datatype_size(args.dtype);
   segment_elems_ = std::max<size_t>(1, args.segment_bytes / elem_size_);
   size_t largest_chunk = ring::chunk_size(args.count, args.nranks, 0);
@@ -60,11 +61,11 @@ void RingAllreduce::post_unit(Transport& transport, uint64_t unit) {
   slot.unit = unit;
   UnitPlan p = plan(unit);
   auto* base = static_cast<uint8_t*>(args_.recvbuf);
-  uint64_t recv_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, args_.prev);
-  uint64_t send_tag = make_tag(TagKind::kAllreduce, args_.comm_id, args_.sequence, unit, args_.rank);
+  uint64_t recv_tag = make_tag(args_.fingerprint, args_.sequence, unit, args_.prev);
+  uint64_t send_tag = make_tag(args_.fingerprint, args_.sequence, unit, args_.rank);
   void* recv_into =
       p.reduce ? scratch_.get() + (unit % slots_.size()) * slot_elems_ * elem_size_ : base + p.recv_offset * elem_size_;
-  post_recv(transport, slot.recv, args_.prev, recv_tag, recv_into, p.recv_count * elem_size_);
+  post_recv(transport, slot.recv, args_.prev, recv_tag, recv_into, p.recv_count * elem_size_, args_.unmatched_bits);
   // Reduce-scatter step 0 sends this rank's own chunk straight from sendbuf: no staging copy.
   const uint8_t* send_base = unit < segments_ ? static_cast<const uint8_t*>(args_.sendbuf) : base;
   post_send(transport, slot.send, args_.next, send_tag, send_base + p.send_offset * elem_size_,

@@ -25,7 +25,8 @@ struct RingAllreduceArgs {
   bagua_redop_t op;
   int rank;
   int nranks;
-  uint64_t comm_id;
+  uint64_t fingerprint;
+  uint64_t unmatched_bits;
   uint64_t sequence;
   size_t segment_bytes = 512 << 10;
   int window = 4;

@@ -4,13 +4,14 @@
 
 #include "algorithms/dispatch.h"
 #include "algorithms/schedule.h"
-#include "algorithms/tags.h"
+#include "core/tags.h"
 
 namespace bagua {
 namespace {
 
-std::unique_ptr<Schedule> new_schedule(Comm& comm) {
-  ScheduleContext ctx = make_context(comm, TagKind::kLowPrecisionDecentralized, BAGUA_FLOAT32, BAGUA_SUM);
+// details: count, and for a step its number and the compression.
+std::unique_ptr<Schedule> new_schedule(Comm& comm, CallDetails details) {
+  ScheduleContext ctx = make_context(comm, TagKind::kLowPrecisionDecentralized, BAGUA_FLOAT32, BAGUA_SUM, details);
   return std::make_unique<Schedule>(ctx);
 }
 
@@ -28,7 +29,7 @@ std::vector<int> lpdec_neighbours(const Comm& comm) {
 
 void lpdec_exchange_initial(Comm& comm, const LpdecSlice& slice) {
   NeighborPlan plan = ring_plan(comm);
-  auto s = new_schedule(comm);
+  auto s = new_schedule(comm, {slice.count, 0});
   Round& round = s->round();
   for (auto& [peer, weight] : plan.receives)
     round.recvs.push_back({peer, slice.neighbours.at(peer), slice.count * sizeof(float)});
@@ -53,7 +54,7 @@ void lpdec_step(Comm& comm, const Codec& codec, const LpdecSlice& slice, uint64_
   for (size_t i = 0; i < count; ++i) diff[i] = (x[i] + (diff[i] - self[i])) - self[i];
 
   const size_t bytes = codec.compressed_bytes(count);
-  auto s = new_schedule(comm);
+  auto s = new_schedule(comm, {count, mix_details(step, hash_name(codec.describe().c_str()))});
   uint8_t* mine = s->scratch(bytes);
   RoundingKey key{codec.stochastic(), codec.seed(), step, static_cast<uint32_t>(comm.rank()), slice.index_base};
   codec.compress(diff.data(), count, slice.error, key, mine);

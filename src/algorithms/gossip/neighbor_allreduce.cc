@@ -6,7 +6,7 @@
 
 #include "algorithms/dispatch.h"
 #include "algorithms/schedule.h"
-#include "algorithms/tags.h"
+#include "core/tags.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
@@ -66,9 +66,16 @@ void gossip_rounds(Schedule& s, const Topology& topology, const std::vector<int>
 
 }  // namespace
 
+CallDetails neighbor_details(const Topology& topology, size_t count, uint64_t step) {
+  uint64_t h = mix_details(step, topology.hierarchical);
+  return {count, mix_details(h, hash_name(topology.describe().c_str()))};
+}
+
 std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& a,
                                                     const ScheduleContext* taken) {
-  ScheduleContext ctx = taken ? *taken : make_context(comm, TagKind::kNeighbor, a.dtype, BAGUA_SUM);
+  ScheduleContext ctx =
+      taken ? *taken
+            : make_context(comm, TagKind::kNeighbor, a.dtype, BAGUA_SUM, neighbor_details(topology, a.count, a.step));
   auto s = std::make_unique<Schedule>(ctx);
   std::string description =
       fmt::format("neighbor_allreduce #{} ({} x {}, {}{}, step {})", ctx.sequence, a.count, datatype_name(a.dtype),

@@ -21,6 +21,9 @@ struct NeighborArgs {
   uint64_t step;
 };
 
+// The fingerprint details of a neighbour allreduce (dispatch.h's make_context): count, topology and step.
+CallDetails neighbor_details(const Topology& topology, size_t count, uint64_t step);
+
 // taken: a context whose sequence number the caller took already (the device path), else one is taken here.
 std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& args,
                                                     const ScheduleContext* taken = nullptr);

@@ -284,6 +284,8 @@ std::unique_ptr<Operation> build_full_precision(Comm& comm, const QuantizedArgs&
 
 }  // namespace
 
+CallDetails quantized_details(size_t count, const Codec& codec) { return {count, hash_name(codec.describe().c_str())}; }
+
 std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const QuantizedArgs& a, const Codec& codec,
                                                      QuantizedState* state, const ScheduleContext* taken) {
   auto w = std::make_shared<QuantizedWork>();
@@ -297,7 +299,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   w->avg = a.op == BAGUA_AVG;
   const QuantizedGroup& grp = w->group;
   auto context = [&] {  // taken last: nothing may fail after this rank has used up a sequence number
-    return taken ? *taken : make_context(comm, TagKind::kQuantized, a.dtype, a.op);
+    return taken ? *taken : make_context(comm, TagKind::kQuantized, a.dtype, a.op, quantized_details(a.count, codec));
   };
   auto describe = [&](uint64_t sequence) {
     return fmt::format("quantized_allreduce #{} ({} x {}, {}{})", sequence, a.count, datatype_name(a.dtype),

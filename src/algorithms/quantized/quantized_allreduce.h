@@ -94,6 +94,9 @@ struct QuantizedArgs {
   bagua_redop_t op;  // SUM or AVG
 };
 
+// The fingerprint details of a quantized allreduce (dispatch.h's make_context): count and compression.
+CallDetails quantized_details(size_t count, const Codec& codec);
+
 // Builds the operation (arguments already validated). state may be NULL (no error feedback). taken: a context
 // whose sequence number the caller took already (the device path), else one is taken here.
 std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const QuantizedArgs& args, const Codec& codec,

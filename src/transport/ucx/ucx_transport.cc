@@ -132,7 +132,8 @@ constexpr size_t kAckBytes = 8;
 constexpr uint64_t kAckKind = 15;
 
 // The acknowledgement goes back to the sender on a tag only that send waits for: the sender's rank and an id
-// unique among its transfers (the data tag alone is not unique across destinations).
+// unique among its transfers (the data tag alone is not unique across destinations). Its top two bits (the tag
+// space of core/tags.h) are 3, which no operation uses.
 uint64_t ack_tag(uint32_t sender, uint32_t id) {
   return (kAckKind << 60) | (static_cast<uint64_t>(sender & 0xfffffu) << 32) | id;
 }
@@ -152,7 +153,7 @@ void* UcxTransport::ucx_send(int peer, uint64_t tag, const void* data, size_t by
   return UCS_PTR_IS_PTR(request) ? request : nullptr;
 }
 
-void* UcxTransport::ucx_recv(uint64_t tag, void* data, size_t bytes, ucs_status_t* status) {
+void* UcxTransport::ucx_recv(uint64_t tag, void* data, size_t bytes, ucs_status_t* status, uint64_t unmatched_bits) {
   if (closing_) {
     *status = UCS_ERR_CANCELED;
     return nullptr;
@@ -160,19 +161,20 @@ void* UcxTransport::ucx_recv(uint64_t tag, void* data, size_t bytes, ucs_status_
   ucp_request_param_t param{};
   // Always a request: UCX 1.13 does not fill recv_info on immediate completion, and we need the length.
   param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  ucs_status_ptr_t request = ucp_tag_recv_nbx(worker_, data, bytes, tag, ~uint64_t(0), &param);
+  ucs_status_ptr_t request = ucp_tag_recv_nbx(worker_, data, bytes, tag, ~unmatched_bits, &param);
   *status = UCS_PTR_IS_ERR(request) ? UCS_PTR_STATUS(request) : (request == nullptr ? UCS_ERR_NO_MESSAGE : UCS_OK);
   return UCS_PTR_IS_PTR(request) ? request : nullptr;
 }
 
 // UCS_INPROGRESS, or the final status (the request is then freed and *handle cleared).
-ucs_status_t UcxTransport::poll_request(void** handle, bool is_recv, size_t* length) {
+ucs_status_t UcxTransport::poll_request(void** handle, bool is_recv, size_t* length, uint64_t* sender_tag) {
   if (*handle == nullptr) return UCS_OK;
   ucs_status_t status;
   if (is_recv) {
     ucp_tag_recv_info_t info{};
     status = ucp_tag_recv_request_test(*handle, &info);
     if (length) *length = info.length;
+    if (sender_tag) *sender_tag = info.sender_tag;
   } else {
     status = ucp_request_check_status(*handle);
   }
@@ -226,15 +228,17 @@ void UcxTransport::post_send(Transfer& transfer, int peer, uint64_t tag, const v
   pending_.insert(&transfer);
 }
 
-void UcxTransport::post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) {
+void UcxTransport::post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes,
+                             uint64_t unmatched_bits) {
   start(transfer, false, peer, tag, bytes);
   transfer.user_data = data;
+  transfer.unmatched_bits = unmatched_bits;
   ucs_status_t status;
   if (single_copy(peer, bytes)) {
     transfer.stage = 1;
-    transfer.handle = ucx_recv(tag, transfer.control, kHeaderBytes, &status);
+    transfer.handle = ucx_recv(tag, transfer.control, kHeaderBytes, &status, unmatched_bits);
   } else {
-    transfer.handle = ucx_recv(tag, data, bytes, &status);
+    transfer.handle = ucx_recv(tag, data, bytes, &status, unmatched_bits);
   }
   if (status != UCS_OK) return finish(transfer, status, 0);
   pending_.insert(&transfer);
@@ -320,6 +324,39 @@ void UcxTransport::finish_mismatch(Transfer& transfer, uint64_t sent_bytes) {
   if (transfer.aux == nullptr) pending_.erase(&transfer);
 }
 
+bool UcxTransport::fail_on_tag_mismatch(Transfer& transfer) {
+  if (((transfer.sender_tag ^ transfer.tag) & transfer.unmatched_bits) == 0) return false;
+  if (transfer.stage == 1 && !transfer.is_send) {  // a single-copy header: release the sender, read nothing
+    Reader r(transfer.control, kHeaderBytes, "single-copy header");
+    if (r.u32() == kSingleCopyMagic) {
+      r.u32();
+      r.u64();
+      r.u64();
+      uint32_t id = r.u32();
+      uint32_t sender = r.u32();
+      ucs_status_t ack_status;
+      transfer.aux =
+          ucx_send(transfer.peer, ack_tag(sender, id), transfer.control + kHeaderBytes, kAckBytes, &ack_status);
+    }
+  }
+  transfer.state = Transfer::State::kFailed;
+  transfer.failure = BAGUA_ERR_INVALID_USAGE;
+  transfer.tag_mismatch = true;
+  transfer.error = fmt::format("rank {} sent a message tagged {:#x} where this rank expected {:#x}", transfer.peer,
+                               transfer.sender_tag, transfer.tag);
+  if (transfer.aux == nullptr) pending_.erase(&transfer);  // else check() collects the acknowledgement
+  return true;
+}
+
+bool UcxTransport::find_unmatched(uint64_t tag, uint64_t mask, uint64_t* sender_tag) {
+  if (shut_down_ || worker_ == nullptr) return false;
+  ucp_tag_recv_info_t info{};
+  ucp_tag_message_h message = ucp_tag_probe_nb(worker_, tag, mask, 0, &info);
+  if (message == nullptr) return false;
+  *sender_tag = info.sender_tag;
+  return true;
+}
+
 void UcxTransport::check(Transfer& transfer) {
   if (transfer.state != Transfer::State::kPending) {
     // A failed single-copy receive may still be sending its acknowledgement; let it finish quietly.
@@ -338,8 +375,9 @@ void UcxTransport::check(Transfer& transfer) {
     ucs_status_t ack = poll_request(&transfer.aux, false, nullptr);
     if (ack != UCS_INPROGRESS) return finish(transfer, ack, ack == UCS_OK ? transfer.bytes : 0);
   } else {
-    ucs_status_t status = poll_request(&transfer.handle, true, &length);
+    ucs_status_t status = poll_request(&transfer.handle, true, &length, &transfer.sender_tag);
     if (status != UCS_INPROGRESS) {
+      if (status == UCS_OK && fail_on_tag_mismatch(transfer)) return;
       if (transfer.stage == 1 && status == UCS_OK) {
         if (length != kHeaderBytes) return finish(transfer, UCS_OK, length);  // a plain message: size mismatch
         if (closing_) return finish(transfer, UCS_ERR_CANCELED, 0);
@@ -405,6 +443,26 @@ void UcxTransport::close_endpoints(bool graceful) {
   }
 }
 
+// Messages no receive took (those of mismatched calls, or sent to a rank that failed first): received and dropped,
+// so that UCX does not warn about each one when the worker goes.
+void UcxTransport::discard_unmatched() {
+  std::vector<uint8_t> sink;
+  Deadline deadline = Deadline::after_ms(kCloseTimeoutMs);
+  for (int n = 0; n < 4096 && !deadline.expired(); ++n) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker_, 0, 0, 1, &info);
+    if (message == nullptr) return;
+    sink.resize(std::max<size_t>(sink.size(), info.length));
+    ucp_request_param_t param{};
+    ucs_status_ptr_t request = ucp_tag_msg_recv_nbx(worker_, sink.data(), info.length, message, &param);
+    if (UCS_PTR_IS_ERR(request)) return;
+    if (request == nullptr) continue;
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && !deadline.expired()) ucp_worker_progress(worker_);
+    if (ucp_request_check_status(request) == UCS_INPROGRESS) return;  // the worker's destruction frees it
+    ucp_request_free(request);
+  }
+}
+
 void UcxTransport::shutdown(bool graceful) {
   if (shut_down_ || worker_ == nullptr) {
     shut_down_ = true;
@@ -433,6 +491,7 @@ void UcxTransport::shutdown(bool graceful) {
   }
   pending_.clear();
   if (graceful) close_endpoints(true);
+  discard_unmatched();
   ucp_worker_destroy(worker_);
   worker_ = nullptr;
   ucp_cleanup(context_);

@@ -24,7 +24,9 @@ class UcxTransport : public Transport {
   void connect(const std::vector<Bytes>& addresses) override;
   void post_send(Transfer& transfer, int peer, uint64_t tag, const void* data, size_t bytes,
                  SendMode mode = SendMode::kDefault) override;
-  void post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes) override;
+  void post_recv(Transfer& transfer, int peer, uint64_t tag, void* data, size_t bytes,
+                 uint64_t unmatched_bits = 0) override;
+  bool find_unmatched(uint64_t tag, uint64_t mask, uint64_t* sender_tag) override;
   void check(Transfer& transfer) override;
   unsigned progress() override;
   void shutdown(bool graceful) override;
@@ -50,8 +52,11 @@ class UcxTransport : public Transport {
   void start(Transfer& transfer, bool is_send, int peer, uint64_t tag, size_t bytes);
   void* ucx_send(int peer, uint64_t tag, const void* data, size_t bytes, ucs_status_t* status,
                  SendMode mode = SendMode::kDefault);
-  void* ucx_recv(uint64_t tag, void* data, size_t bytes, ucs_status_t* status);
-  ucs_status_t poll_request(void** handle, bool is_recv, size_t* length);
+  void* ucx_recv(uint64_t tag, void* data, size_t bytes, ucs_status_t* status, uint64_t unmatched_bits = 0);
+  ucs_status_t poll_request(void** handle, bool is_recv, size_t* length, uint64_t* sender_tag = nullptr);
+  // A receive whose message carries another call's fingerprint: fail it (true), else false.
+  bool fail_on_tag_mismatch(Transfer& transfer);
+  void discard_unmatched();
   bool single_copy(int peer, size_t bytes) const;
   void read_single_copy(Transfer& transfer);
   void close_endpoints(bool graceful);
