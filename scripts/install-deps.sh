@@ -12,6 +12,11 @@ PACKAGES+=(python3-venv python3-pytest python3-numpy python3-torch python3-sklea
 if [ "${BAGUA_WITH_FUZZ:-0}" = 1 ]; then
   PACKAGES+=(clang-14 libclang-rt-14-dev)
 fi
+# The sanitizer runtimes of g++ 12 (scripts/sanitize.sh), named so that a machine that happens to have them
+# (they come with libgcc-12-dev as it stands) hides no gap.
+if [ "${BAGUA_WITH_SANITIZERS:-0}" = 1 ]; then
+  PACKAGES+=(libasan8 libubsan1 libtsan2 liblsan0)
+fi
 # Peers for the comparison benchmarks (perf/compare); not needed to build or test.
 if [ "${BAGUA_WITH_PEERS:-0}" = 1 ]; then
   PACKAGES+=(openmpi-bin libopenmpi-dev libgloo-dev)

@@ -182,6 +182,27 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
 
+  // Each rank's environment, made before fork: the root thread runs, so the child may only make async-signal-safe
+  // calls until exec (an allocation could wait forever on a lock that thread held at the fork; found by ASan).
+  auto rank_environment = [&](int r) {
+    const std::vector<std::pair<std::string, std::string>> ours = {{"BAGUA_RANK", std::to_string(r)},
+                                                                   {"BAGUA_WORLD_SIZE", std::to_string(opt.nranks)},
+                                                                   {"BAGUA_LOCAL_RANK", std::to_string(r)},
+                                                                   {"BAGUA_LOCAL_SIZE", std::to_string(opt.nranks)},
+                                                                   {"BAGUA_ROOT_ADDR", root_addr},
+                                                                   {"BAGUA_ROOT_HOSTED", "1"},
+                                                                   {"BAGUA_SECRET", secret_hex}};
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry = *e;
+      bool replaced = std::any_of(ours.begin(), ours.end(), [&](const auto& kv) {
+        return entry.compare(0, kv.first.size() + 1, kv.first + "=") == 0;
+      });
+      if (!replaced) env.push_back(std::move(entry));
+    }
+    for (const auto& [key, value] : ours) env.push_back(key + "=" + value);
+    return env;
+  };
   std::vector<Rank> ranks(opt.nranks);
   std::vector<cpu_set_t> cpu_sets = opt.bind ? rank_cpu_sets(opt.nranks) : std::vector<cpu_set_t>{};
   for (int r = 0; r < opt.nranks; ++r) {
@@ -190,6 +211,11 @@ int main(int argc, char** argv) {
       std::perror("bagua-run: pipe");
       return 1;
     }
+    std::vector<std::string> env = rank_environment(r);
+    std::vector<char*> envp;
+    for (std::string& entry : env) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+    const std::string cannot_run = fmt::format("bagua-run: cannot run {}: not found or not executable\n", opt.argv[0]);
     pid_t pid = fork();
     if (pid < 0) {
       std::perror("bagua-run: fork");
@@ -202,15 +228,9 @@ int main(int argc, char** argv) {
         dup2(err_pipe[1], 2);
       }
       if (!cpu_sets.empty()) sched_setaffinity(0, sizeof(cpu_set_t), &cpu_sets[r]);
-      setenv("BAGUA_RANK", std::to_string(r).c_str(), 1);
-      setenv("BAGUA_WORLD_SIZE", std::to_string(opt.nranks).c_str(), 1);
-      setenv("BAGUA_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("BAGUA_LOCAL_SIZE", std::to_string(opt.nranks).c_str(), 1);
-      setenv("BAGUA_ROOT_ADDR", root_addr.c_str(), 1);
-      setenv("BAGUA_ROOT_HOSTED", "1", 1);
-      setenv("BAGUA_SECRET", secret_hex.c_str(), 1);
-      execvp(opt.argv[0], opt.argv.data());
-      std::fprintf(stderr, "bagua-run: cannot run %s: %s\n", opt.argv[0], std::strerror(errno));
+      execvpe(opt.argv[0], opt.argv.data(), envp.data());
+      ssize_t ignored = write(2, cannot_run.data(), cannot_run.size());
+      (void)ignored;
       _exit(127);
     }
     setpgid(pid, pid);  // also here, so a signal sent before the child runs reaches its group

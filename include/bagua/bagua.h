@@ -24,7 +24,15 @@ extern "C" {
 #define BAGUA_VERSION(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 #define BAGUA_VERSION_CODE BAGUA_VERSION(BAGUA_VERSION_MAJOR, BAGUA_VERSION_MINOR, BAGUA_VERSION_PATCH)
 
-typedef enum {
+/* In C++ the enums take int as their fixed underlying type, so a value outside the listed ones (which the
+ * library refuses with BAGUA_ERR_INVALID_ARGUMENT) is still a valid value of the type, as it is in C. */
+#ifdef __cplusplus
+#define BAGUA_ENUM_BASE : int
+#else
+#define BAGUA_ENUM_BASE
+#endif
+
+typedef enum BAGUA_ENUM_BASE {
   BAGUA_SUCCESS = 0,
   BAGUA_IN_PROGRESS = 1,
   BAGUA_ERR_INVALID_ARGUMENT = -1,
@@ -38,7 +46,7 @@ typedef enum {
   BAGUA_ERR_ABORTED = -9
 } bagua_status_t;
 
-typedef enum {
+typedef enum BAGUA_ENUM_BASE {
   BAGUA_INT8 = 0,
   BAGUA_UINT8 = 1,
   BAGUA_INT32 = 2,
@@ -53,7 +61,13 @@ typedef enum {
 
 /* Integer avg is the sum divided by nranks, truncating toward zero; signed overflow wraps.
  * fp16/bf16 partial sums are computed in fp32 and rounded to the wire type once per hop. */
-typedef enum { BAGUA_SUM = 0, BAGUA_PROD = 1, BAGUA_MIN = 2, BAGUA_MAX = 3, BAGUA_AVG = 4 } bagua_redop_t;
+typedef enum BAGUA_ENUM_BASE {
+  BAGUA_SUM = 0,
+  BAGUA_PROD = 1,
+  BAGUA_MIN = 2,
+  BAGUA_MAX = 3,
+  BAGUA_AVG = 4
+} bagua_redop_t;
 
 typedef struct bagua_comm* bagua_comm_t;
 /* A non-blocking operation. Finish it with bagua_wait, or bagua_test until done=1; either frees it. */
@@ -109,7 +123,7 @@ BAGUA_API bagua_status_t bagua_comm_local_rank(bagua_comm_t comm, int* local_ran
 BAGUA_API bagua_status_t bagua_comm_local_size(bagua_comm_t comm, int* local_size);
 
 /* Operation kinds, the index into bagua_stats_t.ops. */
-typedef enum {
+typedef enum BAGUA_ENUM_BASE {
   BAGUA_OPKIND_SEND = 0,
   BAGUA_OPKIND_RECV = 1,
   BAGUA_OPKIND_BARRIER = 2,
@@ -247,14 +261,14 @@ BAGUA_API bagua_status_t bagua_wait(bagua_request_t req);
  * on the legacy default stream; asynchronous averaging on its own stream, under the lock. */
 
 /* Quantized allreduce: scatter-reduce-allgather where what crosses the wire is compressed. */
-typedef enum {
+typedef enum BAGUA_ENUM_BASE {
   BAGUA_COMPRESS_MINMAX = 0, /* b-bit min-max codes per chunk (docs/formats.md "minmax v1") */
   BAGUA_COMPRESS_SIGN = 1,   /* 1 bit per element with a per-chunk scale ||x||/sqrt(d) ("sign v1") */
   BAGUA_COMPRESS_FP16 = 2,   /* fp32 rounded to fp16 on the wire */
   BAGUA_COMPRESS_BF16 = 3
 } bagua_compress_kind_t;
 
-typedef enum {
+typedef enum BAGUA_ENUM_BASE {
   BAGUA_HIERARCHICAL_AUTO = 0, /* on when the communicator spans hosts and some host has several ranks */
   BAGUA_HIERARCHICAL_ON = 1,   /* full precision inside each host, compressed only between hosts */
   BAGUA_HIERARCHICAL_OFF = 2
@@ -303,7 +317,7 @@ BAGUA_API bagua_status_t bagua_iquantized_allreduce(const void* sendbuf, void* r
                                                     bagua_comm_t comm, bagua_request_t* req);
 
 /* Gossip (decentralized) averaging over a topology: x_i <- w_ii x_i + sum_j w_ji x_j over in-neighbours j. */
-typedef enum {
+typedef enum BAGUA_ENUM_BASE {
   BAGUA_TOPO_RING = 0,                 /* both neighbours, weights 1/3 (n = 2: 1/2; n = 1: identity) */
   BAGUA_TOPO_EXPONENTIAL = 1,          /* i -> i + 2^k mod n for 2^k < n, weights 1/(1 + degree) */
   BAGUA_TOPO_ONE_PEER_EXPONENTIAL = 2, /* step s: i -> i + 2^(s mod ceil(log2 n)) mod n, weights 1/2 */
@@ -368,7 +382,7 @@ BAGUA_API bagua_status_t bagua_async_average_stop(bagua_async_average_t handle);
  * each bucket as soon as all its tensors are ready, in registration order on every rank, on its own thread and
  * its own split of the communicator, overlapped with whatever the caller does between marks. The bucket size
  * (and, across hosts with several ranks each, flat or hierarchical communication) is tuned online. */
-typedef enum {
+typedef enum BAGUA_ENUM_BASE {
   BAGUA_BUCKET_ALLREDUCE = 0,     /* gradients, full precision; op SUM or AVG; any dtype */
   BAGUA_BUCKET_QUANTIZED = 1,     /* gradients, compressed by `compression` (error feedback if it asks) */
   BAGUA_BUCKET_ONEBIT = 2,        /* gradients, 1-bit sign compression with error feedback */

@@ -34,6 +34,7 @@ class Reader {
  public:
   Reader(const uint8_t* data, size_t size, const char* what) : p_(data), end_(data + size), what_(what) {}
   explicit Reader(const Bytes& b, const char* what = "message") : Reader(b.data(), b.size(), what) {}
+  Reader(Bytes&&, const char* = "message") = delete;  // it would read a temporary that is gone (found by ASan)
   uint8_t u8() { return static_cast<uint8_t>(get(1)); }
   uint16_t u16() { return static_cast<uint16_t>(get(2)); }
   uint32_t u32() { return static_cast<uint32_t>(get(4)); }

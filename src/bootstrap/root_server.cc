@@ -120,7 +120,8 @@ void RootServer::admit(AcceptedPeer peer) {
 
 void RootServer::complete(uint64_t key, Group& group) {
   JobTable table;
-  Reader id_reader(random_bytes(8), "id");
+  const Bytes id = random_bytes(8);
+  Reader id_reader(id, "id");
   table.comm_id = id_reader.u64();
   for (auto& [rank, member] : group.members) table.ranks.push_back(member.request.info);
   Bytes payload = table.encode();

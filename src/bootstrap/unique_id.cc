@@ -56,7 +56,8 @@ UniqueId create_unique_id_with_root() {
   Socket listener = Socket::listen(choose_listen_address());
   id.root = listener.local_address();
   id.secret = random_bytes(kSecretSize);
-  Reader key_reader(random_bytes(8), "key");
+  const Bytes key = random_bytes(8);
+  Reader key_reader(key, "key");
   id.group_key = key_reader.u64();
   RootServer::start_detached(std::move(listener), id.secret, RootServer::Mode::kOneGroup,
                              /*idle_limit_ms=*/3600 * 1000);

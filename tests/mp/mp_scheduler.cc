@@ -792,7 +792,7 @@ int main(int argc, char** argv) {
   else if (mode == "overlap")
     rc = overlap(comm);
   else if (mode == "failure")
-    return failure(comm);
+    rc = failure(comm);
   else if (mode == "tune")
     rc = tune(comm);
   else if (mode == "device")
