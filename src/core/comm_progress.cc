@@ -107,8 +107,9 @@ void Comm::check_watchdog(Operation& op) {
 }
 
 // A collective message of an earlier sequence number that no receive took: the ranks' calls under that number
-// differed (two ranks both broadcast as root, say). Checked when a collective starts on an otherwise idle host
-// communicator, so that every earlier collective here has finished; UCX matches a sender's messages in order.
+// differed (two ranks both broadcast as root, say). Checked when a collective starts or finishes on an otherwise
+// idle host communicator, so that every earlier collective here has finished. UCX delivers a sender's messages in
+// order, so once this call has received from a peer, that peer's earlier messages are all here.
 void Comm::check_stranded_messages(const Operation& op) {
   if (!config_.fingerprints || op.collective_sequence() < 0 || !active_.empty() || !transport_) return;
   {
@@ -135,6 +136,7 @@ void Comm::start(Operation& op) {
   active_.push_back(&op);
   watches_.push_back({&op, Watch{op.events(), Clock::now()}});
   progress_all();
+  if (op.state() == Operation::State::kDone) check_stranded_messages(op);
 }
 
 bool Comm::test(Operation& op) {
@@ -142,6 +144,7 @@ bool Comm::test(Operation& op) {
   if (op.running()) {
     if (abort_requested_.load()) fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
     progress_all();
+    if (op.state() == Operation::State::kDone) check_stranded_messages(op);
     if (op.running()) check_health_throttled();
     if (op.running()) check_watchdog(op);
   }

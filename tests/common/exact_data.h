@@ -25,18 +25,22 @@ inline long long input_value(bagua_redop_t op, bagua_datatype_t t, int r, size_t
   return is_signed_type(t) ? k - 2 : k;
 }
 
+// Buffers may be misaligned on purpose (the collectives' tests shift them by a byte): store through memcpy.
 inline void store_value(void* buf, size_t i, bagua_datatype_t t, double v) {
+  auto put = [&](auto value) {
+    std::memcpy(static_cast<unsigned char*>(buf) + i * sizeof(value), &value, sizeof(value));
+  };
   switch (t) {
-    case BAGUA_INT8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
-    case BAGUA_UINT8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
-    case BAGUA_INT32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case BAGUA_UINT32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v); break;
-    case BAGUA_INT64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-    case BAGUA_UINT64: static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v); break;
-    case BAGUA_FLOAT16: static_cast<uint16_t*>(buf)[i] = float_to_fp16(static_cast<float>(v)); break;
-    case BAGUA_BFLOAT16: static_cast<uint16_t*>(buf)[i] = float_to_bf16(static_cast<float>(v)); break;
-    case BAGUA_FLOAT32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case BAGUA_FLOAT64: static_cast<double*>(buf)[i] = v; break;
+    case BAGUA_INT8: put(static_cast<int8_t>(v)); break;
+    case BAGUA_UINT8: put(static_cast<uint8_t>(v)); break;
+    case BAGUA_INT32: put(static_cast<int32_t>(v)); break;
+    case BAGUA_UINT32: put(static_cast<uint32_t>(v)); break;
+    case BAGUA_INT64: put(static_cast<int64_t>(v)); break;
+    case BAGUA_UINT64: put(static_cast<uint64_t>(v)); break;
+    case BAGUA_FLOAT16: put(float_to_fp16(static_cast<float>(v))); break;
+    case BAGUA_BFLOAT16: put(float_to_bf16(static_cast<float>(v))); break;
+    case BAGUA_FLOAT32: put(static_cast<float>(v)); break;
+    case BAGUA_FLOAT64: put(v); break;
   }
 }
 
