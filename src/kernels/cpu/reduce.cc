@@ -3,9 +3,12 @@
 #include "kernels/cpu/reduce.h"
 
 #include "base/env.h"
+#include "kernels/dtype.h"
 
 #include <cpuid.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -88,25 +91,62 @@ const char* cpu_kernels_name(CpuKernels which) {
   return "unknown";
 }
 
+namespace {
+
+// The loops read and write typed elements, so a buffer that is not aligned to its element size (user buffers may
+// be anywhere) goes through aligned stack copies, a chunk at a time; aligned ones go straight through.
+bool aligned(const void* p, size_t element) { return reinterpret_cast<uintptr_t>(p) % element == 0; }
+constexpr size_t kChunkBytes = 4096;
+
+void reduce_with(const Variant& v, void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype,
+                 bagua_redop_t op) {
+  const size_t es = datatype_size(dtype);
+  if (aligned(dst, es) && aligned(a, es) && aligned(b, es)) return v.reduce_from(dst, a, b, count, dtype, op);
+  alignas(64) uint8_t x[kChunkBytes], y[kChunkBytes];
+  const size_t per_chunk = kChunkBytes / es;
+  for (size_t done = 0; done < count; done += per_chunk) {
+    const size_t n = std::min(per_chunk, count - done), bytes = n * es;
+    std::memcpy(x, static_cast<const uint8_t*>(a) + done * es, bytes);
+    std::memcpy(y, static_cast<const uint8_t*>(b) + done * es, bytes);
+    v.reduce_from(x, x, y, n, dtype, op);
+    std::memcpy(static_cast<uint8_t*>(dst) + done * es, x, bytes);
+  }
+}
+
+void divide_with(const Variant& v, void* dst, size_t count, bagua_datatype_t dtype, int divisor) {
+  const size_t es = datatype_size(dtype);
+  if (aligned(dst, es)) return v.divide_by(dst, count, dtype, divisor);
+  alignas(64) uint8_t x[kChunkBytes];
+  const size_t per_chunk = kChunkBytes / es;
+  for (size_t done = 0; done < count; done += per_chunk) {
+    const size_t n = std::min(per_chunk, count - done), bytes = n * es;
+    std::memcpy(x, static_cast<uint8_t*>(dst) + done * es, bytes);
+    v.divide_by(x, n, dtype, divisor);
+    std::memcpy(static_cast<uint8_t*>(dst) + done * es, x, bytes);
+  }
+}
+
+}  // namespace
+
 void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op) {
-  variant().reduce_from(dst, a, b, count, dtype, op);
+  reduce_with(variant(), dst, a, b, count, dtype, op);
 }
 
 void reduce_into(void* dst, const void* src, size_t count, bagua_datatype_t dtype, bagua_redop_t op) {
-  variant().reduce_from(dst, dst, src, count, dtype, op);
+  reduce_with(variant(), dst, dst, src, count, dtype, op);
 }
 
 void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor) {
-  variant().divide_by(dst, count, dtype, divisor);
+  divide_with(variant(), dst, count, dtype, divisor);
 }
 
 void reduce_from_with(CpuKernels which, void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype,
                       bagua_redop_t op) {
-  kVariants[static_cast<int>(which)].reduce_from(dst, a, b, count, dtype, op);
+  reduce_with(kVariants[static_cast<int>(which)], dst, a, b, count, dtype, op);
 }
 
 void divide_by_with(CpuKernels which, void* dst, size_t count, bagua_datatype_t dtype, int divisor) {
-  kVariants[static_cast<int>(which)].divide_by(dst, count, dtype, divisor);
+  divide_with(kVariants[static_cast<int>(which)], dst, count, dtype, divisor);
 }
 
 }  // namespace bagua
