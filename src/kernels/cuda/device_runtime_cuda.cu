@@ -5,10 +5,11 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include <dlfcn.h>
+#include <link.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -109,9 +110,17 @@ using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int
 
 // Whether this process has loaded the CUDA driver (someone initialized CUDA). Until then no pointer can be device
 // memory, and asking cudart would start CUDA: about 120 us without a driver, and after it a forked child can no
-// longer use CUDA. Once loaded it stays loaded. dlopen takes the loader's lock (tens of microseconds), so a "not
-// loaded" answer is reused for 1 ms: device memory needs a CUDA context, which takes far longer than that to
-// create after the driver is loaded.
+// longer use CUDA. Once loaded it stays loaded. The loaded objects are listed without touching the file system
+// (dlopen with RTLD_NOLOAD still searches the library path: hundreds of failed opens, up to a millisecond, where no
+// driver is installed), and a "not loaded" answer is reused for 1 ms: device memory needs a CUDA context, which
+// takes far longer than that to create after the driver is loaded.
+bool driver_in_process() {
+  auto is_driver = [](struct dl_phdr_info* info, size_t, void*) -> int {
+    return info->dlpi_name != nullptr && std::strstr(info->dlpi_name, "libcuda.so") != nullptr ? 1 : 0;
+  };
+  return dl_iterate_phdr(is_driver, nullptr) != 0;
+}
+
 bool driver_loaded() {
   static std::atomic<bool> loaded{false};
   static std::atomic<int64_t> asked_at_ns{INT64_MIN / 2};
@@ -119,10 +128,9 @@ bool driver_loaded() {
   int64_t now =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   if (now - asked_at_ns.load(std::memory_order_relaxed) < 1000000) return false;
-  void* handle = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+  bool in_process = driver_in_process();
   asked_at_ns.store(now, std::memory_order_relaxed);
-  if (handle == nullptr) return false;
-  dlclose(handle);
+  if (!in_process) return false;
   loaded.store(true, std::memory_order_relaxed);
   return true;
 }
