@@ -222,6 +222,14 @@ BAGUA_API bagua_status_t bagua_group_end(void);
  * color BAGUA_SPLIT_NOCOLOR gives *newcomm = NULL. The new communicator works alongside its parent. */
 BAGUA_API bagua_status_t bagua_comm_split(bagua_comm_t comm, int color, int key, bagua_comm_t* newcomm);
 
+/* After a failure (or at any time), called by every surviving rank: the survivors agree on who is alive and get a
+ * new communicator of them, ranked in their old order. Every rank that succeeds gets the same membership, also when
+ * more ranks die during the agreement. Only a side holding a majority of the old ranks may form it: under a network
+ * partition the others get BAGUA_ERR_REMOTE saying so, as does a rank that arrives after the survivors decided.
+ * Bounded by the timeout. Besides abort and destroy, the one call a failed communicator accepts; destroy the old
+ * communicator afterwards. Operations in flight on a healthy communicator must finish first. */
+BAGUA_API bagua_status_t bagua_comm_shrink(bagua_comm_t comm, bagua_comm_t* newcomm);
+
 /* ---- non-blocking ----
  * On device memory: the input is read after the legacy default stream's earlier work; the request completes when
  * the operation has finished (wait for it before using the output); the stream's later work is not held. */

@@ -161,6 +161,17 @@ bagua_status_t bagua_comm_split(bagua_comm_t comm, int color, int key, bagua_com
   });
 }
 
+bagua_status_t bagua_comm_shrink(bagua_comm_t comm, bagua_comm_t* newcomm) {
+  return guarded(comm, "bagua_comm_shrink", [&] {
+    Comm& c = require_comm(comm);
+    require_pointer(newcomm, "newcomm");
+    *newcomm = nullptr;
+    auto handle = std::make_unique<bagua_comm>();
+    handle->impl = c.shrink();
+    *newcomm = handle.release();
+  });
+}
+
 bagua_status_t bagua_comm_rank(bagua_comm_t comm, int* rank) {
   return guarded(comm, "bagua_comm_rank", [&] {
     Comm& c = require_comm(comm);

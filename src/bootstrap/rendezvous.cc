@@ -8,14 +8,16 @@ namespace bagua {
 namespace {
 constexpr size_t kMaxIdentity = 256;
 
-void write_info(Writer& w, const RankInfo& info) {
+}  // namespace
+
+void write_rank_info(Writer& w, const RankInfo& info) {
   w.str(info.host_id);
   w.str(info.hostname);
   w.u32(info.pid);
   w.str(info.listen_addr);
 }
 
-RankInfo read_info(Reader& r) {
+RankInfo read_rank_info(Reader& r) {
   RankInfo info;
   info.host_id = r.str(kMaxIdentity);
   info.hostname = r.str(kMaxIdentity);
@@ -23,7 +25,6 @@ RankInfo read_info(Reader& r) {
   info.listen_addr = r.str(kMaxIdentity);
   return info;
 }
-}  // namespace
 
 Bytes JoinRequest::encode() const {
   Writer w;
@@ -32,7 +33,7 @@ Bytes JoinRequest::encode() const {
   w.i32(nranks);
   w.u64(config_hash);
   w.i32(timeout_ms);
-  write_info(w, info);
+  write_rank_info(w, info);
   return std::move(w.out());
 }
 
@@ -44,7 +45,7 @@ JoinRequest JoinRequest::decode(const Bytes& body) {
   req.nranks = r.i32();
   req.config_hash = r.u64();
   req.timeout_ms = r.i32();
-  req.info = read_info(r);
+  req.info = read_rank_info(r);
   r.expect_end();
   if (req.nranks < 1 || req.nranks > kMaxRanks)
     fail(BAGUA_ERR_INVALID_USAGE, "nranks {} is outside [1, {}]", req.nranks, kMaxRanks);
@@ -58,7 +59,7 @@ Bytes JobTable::encode() const {
   Writer w;
   w.u64(comm_id);
   w.u32(static_cast<uint32_t>(ranks.size()));
-  for (const RankInfo& info : ranks) write_info(w, info);
+  for (const RankInfo& info : ranks) write_rank_info(w, info);
   return std::move(w.out());
 }
 
@@ -70,7 +71,7 @@ JobTable JobTable::decode(const Bytes& payload, int expected_nranks) {
   if (static_cast<int>(n) != expected_nranks)
     fail(BAGUA_ERR_REMOTE, "job table lists {} ranks, expected {}", n, expected_nranks);
   table.ranks.reserve(n);
-  for (uint32_t i = 0; i < n; ++i) table.ranks.push_back(read_info(r));
+  for (uint32_t i = 0; i < n; ++i) table.ranks.push_back(read_rank_info(r));
   r.expect_end();
   return table;
 }

@@ -22,6 +22,10 @@ struct RankInfo {
   std::string listen_addr;  // this rank's bootstrap ring listener, "ip:port"
 };
 
+// RankInfo on the wire (join requests, job tables, splits, shrink).
+void write_rank_info(Writer& w, const RankInfo& info);
+RankInfo read_rank_info(Reader& r);
+
 struct JoinRequest {
   uint64_t group_key = 0;  // which job: the unique id's key, or the init_from_env generation
   int32_t rank = -1;

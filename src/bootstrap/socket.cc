@@ -195,6 +195,29 @@ Socket Socket::connect(const SockAddr& address, Deadline deadline, const std::at
   }
 }
 
+Socket Socket::try_connect(const SockAddr& address, Deadline deadline, const std::atomic<bool>* stop, int* error) {
+  Socket sock(::socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) {
+    *error = errno;
+    return Socket();
+  }
+  set_nonblocking(sock.fd());
+  int err = ::connect(sock.fd(), address.raw(), address.length) == 0 ? 0 : errno;
+  if (err == EINPROGRESS) {
+    try {
+      wait_ready(sock.fd(), POLLOUT, deadline, stop, "connect");
+      socklen_t len = sizeof(err);
+      getsockopt(sock.fd(), SOL_SOCKET, SO_ERROR, &err, &len);
+    } catch (const Error&) {
+      err = ETIMEDOUT;
+    }
+  }
+  *error = err;
+  if (err != 0) return Socket();
+  set_nodelay(sock.fd());
+  return sock;
+}
+
 SockAddr Socket::local_address() const {
   SockAddr addr;
   addr.length = sizeof(addr.storage);

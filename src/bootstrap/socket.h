@@ -47,6 +47,9 @@ class Socket {
   static Socket listen(const SockAddr& address, int backlog = 512);
   // Connects, retrying refused connections until the deadline (the listener may not be up yet).
   static Socket connect(const SockAddr& address, Deadline deadline, const std::atomic<bool>* stop = nullptr);
+  // One attempt, never throws: an invalid socket and *error (errno: ECONNREFUSED, ETIMEDOUT at the deadline or on
+  // a stop, ...) when it fails.
+  static Socket try_connect(const SockAddr& address, Deadline deadline, const std::atomic<bool>* stop, int* error);
 
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }

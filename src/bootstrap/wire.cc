@@ -16,6 +16,7 @@ size_t frame_payload_cap(FrameType type) {
     case FrameType::kData: return 64u << 20;
     case FrameType::kAbort: return 4096;
     case FrameType::kBye: return 0;
+    case FrameType::kAgree: return 64u << 20;
   }
   return 0;
 }
@@ -30,11 +31,12 @@ const char* frame_type_name(FrameType type) {
     case FrameType::kData: return "DATA";
     case FrameType::kAbort: return "ABORT";
     case FrameType::kBye: return "BYE";
+    case FrameType::kAgree: return "AGREE";
   }
   return "UNKNOWN";
 }
 
-static bool known_type(uint16_t type) { return type >= 1 && type <= 8; }
+static bool known_type(uint16_t type) { return type >= 1 && type <= 9; }
 
 Bytes encode_frame(FrameType type, const Bytes& payload) {
   Writer w;

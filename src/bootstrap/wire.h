@@ -27,6 +27,7 @@ enum class FrameType : uint16_t {
   kData = 6,       // ring: bootstrap allgather block
   kAbort = 7,      // ring: a rank failed; passed on around the ring
   kBye = 8,        // ring: clean shutdown, a following EOF is no failure
+  kAgree = 9,      // shrink: a message of the survivors' agreement (bootstrap/agreement.h)
 };
 
 // Largest payload accepted for each type; 0 for an unknown type.

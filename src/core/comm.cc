@@ -94,6 +94,7 @@ void Comm::fail_now(bagua_status_t status, const std::string& message) {
 
 void Comm::abort() {
   abort_requested_.store(true);
+  shrink_stop_.store(true);
   poison(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
   if (ring_) ring_->shutdown();
   // A blocked operation notices the flag within a poll slice and tears down itself; if none is running,

@@ -50,6 +50,9 @@ class Comm {
                                     const Config& config, Deadline deadline);
   // MPI_Comm_split over this communicator (collective); nullptr for BAGUA_SPLIT_NOCOLOR.
   std::unique_ptr<Comm> split(int color, int key);
+  // bagua_comm_shrink: the ranks still alive agree on who they are (bootstrap/agreement.h) and form a new
+  // communicator of them, in old-rank order. Accepted on a failed communicator; collective over the survivors.
+  std::unique_ptr<Comm> shrink();
   ~Comm();
 
   int rank() const { return rank_; }
@@ -130,6 +133,10 @@ class Comm {
   Bytes secret_;        // the job secret, for the rings of split communicators
   SockAddr listen_ip_;  // interface address (port 0) for new listeners
   uint64_t split_count_ = 0;
+  Socket recovery_listener_;                     // where shrink's agreement meets
+  std::vector<std::string> recovery_addresses_;  // every rank's recovery listener
+  uint64_t shrink_count_ = 0;
+  std::atomic<bool> shrink_stop_{false};  // set by abort(): a running shrink gives up
   std::unique_ptr<Transport> transport_;
   bool cross_memory_ = false;
   std::unique_ptr<CommAttachment> attachment_;

@@ -1,5 +1,5 @@
 // Comm, initialisation: joining the job at the rendezvous root, forming the communicator (bootstrap ring,
-// layout, transport, the single-copy vote) and splitting it.
+// layout, transport, the single-copy vote), splitting it, and shrinking it to its survivors.
 #include "core/comm.h"
 #include "core/tags.h"
 
@@ -13,9 +13,13 @@
 
 #include <sched.h>
 
+#include <fmt/ranges.h>
+
 #include "base/backoff.h"
 #include "base/logging.h"
 #include "base/scratch_cache.h"
+#include "bootstrap/agreement.h"
+#include "bootstrap/rendezvous.h"
 #include "bootstrap/root_server.h"
 #include "kernels/device_runtime.h"
 #include "topology/topology.h"
@@ -190,19 +194,24 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   }
 
   // More ranks on this host than the cores all of them may use together: waits then yield at once. Each rank's
-  // affinity alone says nothing (a launcher may give each rank one core).
+  // affinity alone says nothing (a launcher may give each rank one core). The same exchange publishes each rank's
+  // recovery listener, where bagua_comm_shrink's agreement meets once the ring may be broken.
   cpu_set_t mine;
   CPU_ZERO(&mine);
   if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);
-  Bytes mask(reinterpret_cast<const uint8_t*>(&mine), reinterpret_cast<const uint8_t*>(&mine) + sizeof mine);
-  std::vector<Bytes> masks = comm->ring_->allgather(mask, deadline);
+  comm->recovery_listener_ = Socket::listen(comm->listen_ip_);
+  Writer announce;
+  announce.raw(&mine, sizeof mine);
+  announce.str(comm->recovery_listener_.local_address().str());
+  std::vector<Bytes> announced = comm->ring_->allgather(announce.out(), deadline);
   cpu_set_t host_cores;
   CPU_ZERO(&host_cores);
   for (int r = 0; r < nranks; ++r) {
-    if (table.ranks[r].host_id != table.ranks[rank].host_id || masks[r].size() != sizeof(cpu_set_t)) continue;
+    Reader rd(announced[r], "rank announcement");
     cpu_set_t theirs;
-    std::memcpy(&theirs, masks[r].data(), sizeof theirs);
-    CPU_OR(&host_cores, &host_cores, &theirs);
+    rd.raw(&theirs, sizeof theirs);
+    comm->recovery_addresses_.push_back(rd.str(256));
+    if (table.ranks[r].host_id == table.ranks[rank].host_id) CPU_OR(&host_cores, &host_cores, &theirs);
   }
   if (CPU_COUNT(&host_cores) > 0 && comm->local_size() > CPU_COUNT(&host_cores)) {
     Backoff::set_oversubscribed();
@@ -253,11 +262,7 @@ std::unique_ptr<Comm> Comm::split(int color, int key) {
     w.i32(key);
     if (color != BAGUA_SPLIT_NOCOLOR) {
       listener = Socket::listen(listen_ip_);
-      RankInfo info = local_rank_info(listener);
-      w.str(info.host_id);
-      w.str(info.hostname);
-      w.u32(info.pid);
-      w.str(info.listen_addr);
+      write_rank_info(w, local_rank_info(listener));
     }
     std::vector<Bytes> blobs = ring_->allgather(w.out(), deadline);
     if (color == BAGUA_SPLIT_NOCOLOR) return nullptr;
@@ -272,12 +277,7 @@ std::unique_ptr<Comm> Comm::split(int color, int key) {
       int their_color = rd.i32();
       int their_key = rd.i32();
       if (their_color != color) continue;
-      Member m{their_key, r, {}};
-      m.info.host_id = rd.str(256);
-      m.info.hostname = rd.str(256);
-      m.info.pid = rd.u32();
-      m.info.listen_addr = rd.str(256);
-      members.push_back(std::move(m));
+      members.push_back(Member{their_key, r, read_rank_info(rd)});
     }
     std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
       return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank;
@@ -301,6 +301,54 @@ std::unique_ptr<Comm> Comm::split(int color, int key) {
     }
     throw;
   }
+}
+
+}  // namespace bagua
+
+namespace bagua {
+
+std::unique_ptr<Comm> Comm::shrink() {
+  {
+    std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+    if (!poisoned() && !active_.empty())
+      fail(BAGUA_ERR_INVALID_USAGE,
+           "{} operation(s) still in flight: finish them (bagua_wait) before bagua_comm_shrink", active_.size());
+  }
+  shrink_stop_.store(false);
+  Deadline deadline = op_deadline();
+  Socket listener = Socket::listen(listen_ip_);
+  Writer contribution;
+  write_rank_info(contribution, local_rank_info(listener));
+  AgreementParams params;
+  params.rank = rank_;
+  params.nranks = nranks_;
+  params.addresses = recovery_addresses_;
+  params.secret = secret_;
+  params.session = (comm_id_ * 0x9e3779b97f4a7c15ull) ^ ((++shrink_count_) * 0xd6e8feb86659fd93ull);
+  params.payload = contribution.out();
+  params.grace_ms = std::max(config_.timeout_ms / 4, 100);
+  std::vector<AgreementMember> members = agree_on_survivors(params, recovery_listener_, deadline, &shrink_stop_);
+
+  JobTable table;
+  table.comm_id = params.session * 0xbf58476d1ce4e5b9ull;
+  int new_rank = -1;
+  std::vector<int> kept;
+  for (const AgreementMember& m : members) {
+    if (m.old_rank == rank_) new_rank = static_cast<int>(table.ranks.size());
+    Reader rd(m.payload, "shrink member");
+    table.ranks.push_back(read_rank_info(rd));
+    table.comm_id ^= static_cast<uint64_t>(m.old_rank) * 0x94d049bb133111ebull;
+    kept.push_back(m.old_rank);
+  }
+  std::string kept_text = fmt::format("{}", fmt::join(kept, ", "));
+  if (new_rank < 0)
+    fail(BAGUA_ERR_REMOTE,
+         "the survivors formed a communicator of old rank(s) {} without this rank (it came later "
+         "than the grace period, or could not be reached)",
+         kept_text);
+  BAGUA_INFO("bagua_comm_shrink: old rank(s) {} of {} form the new communicator; this rank is rank {} of {}", kept_text,
+             nranks_, new_rank, members.size());
+  return form(new_rank, table, std::move(listener), secret_, config_, op_deadline());
 }
 
 }  // namespace bagua

@@ -1,6 +1,7 @@
 // Under bagua-run -n N, all in one process per N:
 //   matrix   every collective x datatype x op x (in place, out of place) x count {0, 1, 7, 2^10-1, 2^10+1,
-//            ~4M (2^18+3 on device memory)} with automatic algorithm selection, roots rotating, every third case on misaligned buffers;
+//            ~4M (2^18+3 on device memory)} with automatic algorithm selection, roots rotating, every third case on
+//            misaligned buffers;
 //   forced   every algorithm of every collective forced through BAGUA_ALGO (float32, int32 x sum, max x 5 counts);
 //   split    bagua_comm_split (colors, keys, NOCOLOR) with the child used alongside its parent;
 //   groups   send/recv patterns inside bagua_group_start/end that would deadlock as blocking calls.

@@ -2,11 +2,6 @@
 // each), a rank stopped with SIGSTOP (survivors time out), abort from a second thread during a blocked
 // receive, and the poisoning rules afterwards. The parent serves the rendezvous and does the killing; each
 // rank is this program re-executed with --rank-main, reporting to the parent through a pipe.
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -15,17 +10,13 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/hmac.h"
-#include "bootstrap/root_server.h"
 #include "mp/mp_check.h"
+#include "mp/mp_job.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-long long now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
+using mp::Clock;
+using mp::now_ns;
 
 // ---- rank side ----
 
@@ -85,81 +76,39 @@ struct Report {
   std::string message;
 };
 
-struct Job {
-  std::vector<pid_t> pids;
-  int report_read = -1;
+struct FailureJob {
+  mp::Job job;
   std::vector<Report> reports;
-  std::string partial;
+  std::vector<pid_t>& pids = job.pids;
 };
 
-Job launch(const std::string& root_addr, const std::string& secret, int nranks, size_t bytes, double timeout_s) {
-  int fds[2];
-  if (pipe(fds) != 0) std::exit(2);
-  Job job;
-  job.report_read = fds[0];
-  job.reports.resize(nranks);
-  for (int r = 0; r < nranks; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      setenv("BAGUA_RANK", std::to_string(r).c_str(), 1);
-      setenv("BAGUA_WORLD_SIZE", std::to_string(nranks).c_str(), 1);
-      setenv("BAGUA_ROOT_ADDR", root_addr.c_str(), 1);
-      setenv("BAGUA_ROOT_HOSTED", "1", 1);
-      setenv("BAGUA_SECRET", secret.c_str(), 1);
-      setenv("BAGUA_TIMEOUT", std::to_string(timeout_s).c_str(), 1);
-      setenv("BAGUA_LOG_LEVEL", "error", 1);
-      setenv("MP_REPORT_FD", std::to_string(fds[1]).c_str(), 1);
-      std::string size = std::to_string(bytes);
-      execl("/proc/self/exe", "mp_failures", "--rank-main", size.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    job.pids.push_back(pid);
-  }
-  close(fds[1]);
-  return job;
+FailureJob launch(const mp::JobRoot& root, int nranks, size_t bytes, double timeout_s) {
+  return FailureJob{mp::launch(root, "mp_failures", {std::to_string(bytes)}, nranks, timeout_s),
+                    std::vector<Report>(nranks)};
 }
 
-// Reads reports until `until` returns true or the deadline passes.
+// Reads "ready RANK" and "done RANK ..." reports until `until` returns true or the deadline passes.
 template <typename Pred>
-bool read_reports(Job& job, double seconds, Pred until) {
-  auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (!until()) {
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-    if (left <= 0) return false;
-    pollfd pfd{job.report_read, POLLIN, 0};
-    if (poll(&pfd, 1, left) <= 0) continue;
-    char buf[4096];
-    ssize_t n = read(job.report_read, buf, sizeof(buf));
-    if (n <= 0) return until();
-    job.partial.append(buf, static_cast<size_t>(n));
-    size_t nl;
-    while ((nl = job.partial.find('\n')) != std::string::npos) {
-      std::string line = job.partial.substr(0, nl);
-      job.partial.erase(0, nl + 1);
-      int rank = -1;
-      if (std::sscanf(line.c_str(), "ready %d", &rank) == 1) {
-        job.reports[rank].ready = true;
-      } else {
-        Report rep;
-        int consumed = 0;
-        if (std::sscanf(line.c_str(), "done %d %d %lld %d %lld %n", &rank, &rep.status, &rep.error_ns, &rep.poison_ok,
-                        &rep.teardown_ms, &consumed) >= 5) {
-          rep.done = rep.ready = true;
-          rep.message = line.substr(static_cast<size_t>(consumed));
-          job.reports[rank] = rep;
-        }
-      }
+bool read_reports(FailureJob& job, double seconds, Pred until) {
+  auto on_line = [&](const std::string& line) {
+    int rank = -1;
+    if (std::sscanf(line.c_str(), "ready %d", &rank) == 1) {
+      job.reports[rank].ready = true;
+      return;
     }
-  }
-  return true;
+    Report rep;
+    int consumed = 0;
+    if (std::sscanf(line.c_str(), "done %d %d %lld %d %lld %n", &rank, &rep.status, &rep.error_ns, &rep.poison_ok,
+                    &rep.teardown_ms, &consumed) >= 5) {
+      rep.done = rep.ready = true;
+      rep.message = line.substr(static_cast<size_t>(consumed));
+      job.reports[rank] = rep;
+    }
+  };
+  return mp::read_reports(job.job, seconds, on_line, until);
 }
 
-void reap(Job& job) {
-  for (pid_t pid : job.pids) kill(pid, SIGKILL);
-  for (pid_t pid : job.pids) waitpid(pid, nullptr, 0);
-  close(job.report_read);
-}
+void reap(FailureJob& job) { mp::reap(job.job); }
 
 int g_failures = 0;
 #define EXPECT(cond, ...)                         \
@@ -171,12 +120,12 @@ int g_failures = 0;
     }                                             \
   } while (0)
 
-void kill_mid_allreduce(const std::string& root, const std::string& secret, size_t bytes, int repetitions) {
+void kill_mid_allreduce(const mp::JobRoot& root, size_t bytes, int repetitions) {
   const int nranks = 3;
   std::mt19937 rng(7);
   double worst = 0;
   for (int rep = 0; rep < repetitions; ++rep) {
-    Job job = launch(root, secret, nranks, bytes, 3.0);
+    FailureJob job = launch(root, nranks, bytes, 3.0);
     bool ready = read_reports(job, 20, [&] {
       for (auto& r : job.reports)
         if (!r.ready) return false;
@@ -217,10 +166,10 @@ void kill_mid_allreduce(const std::string& root, const std::string& secret, size
               bytes, repetitions, worst);
 }
 
-void stop_a_rank(const std::string& root, const std::string& secret) {
+void stop_a_rank(const mp::JobRoot& root) {
   const int nranks = 3;
   const double timeout = 2.0;
-  Job job = launch(root, secret, nranks, 4096, timeout);
+  FailureJob job = launch(root, nranks, 4096, timeout);
   bool ready = read_reports(job, 20, [&] {
     for (auto& r : job.reports)
       if (!r.ready) return false;
@@ -287,21 +236,12 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--rank-main") == 0) return rank_main(std::stoul(argv[2]));
   int repetitions = argc > 1 ? std::atoi(argv[1]) : 20;
 
-  // Serve the rendezvous for every job, as bagua-run does.
-  bagua::Bytes secret = bagua::random_bytes(32);
-  bagua::RootServer root(bagua::Socket::listen(bagua::SockAddr::resolve("127.0.0.1", 0)), secret,
-                         bagua::RootServer::Mode::kForever);
-  std::string root_addr = root.address();
-  std::atomic<bool> stop(false);
-  std::thread root_thread([&] { root.run(stop, 1 << 30); });
-
+  mp::JobRoot root;  // serves the rendezvous for every job, as bagua-run does
   abort_blocked_receive();
-  kill_mid_allreduce(root_addr, bagua::to_hex(secret), 4, repetitions);
-  kill_mid_allreduce(root_addr, bagua::to_hex(secret), 4 << 20, repetitions);
-  stop_a_rank(root_addr, bagua::to_hex(secret));
+  kill_mid_allreduce(root, 4, repetitions);
+  kill_mid_allreduce(root, 4 << 20, repetitions);
+  stop_a_rank(root);
 
-  stop = true;
-  root_thread.join();
   std::printf("%s\n", g_failures == 0 ? "failure handling: ok" : "failure handling: FAILED");
   return g_failures == 0 ? 0 : 1;
 }
