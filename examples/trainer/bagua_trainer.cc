@@ -6,6 +6,7 @@
 //   --optimizer sgd|adam   --lr X   --epochs N   --batch B (global, split across ranks)   --hidden H
 //   --features D   --train-samples N   --bucket-mb M   --autotune   --no-overlap   --topology ring|onepeer
 //   --warmup S (qadam, onebit_adam)   --seed S   --staleness K (async: at most K local steps per averaging round)
+//   --elastic   --kill-rank R --kill-step S (rank R kills itself with SIGKILL at global step S, to try --elastic)
 //
 // Every algorithm but async runs through the library's bucket scheduler (bagua_scheduler_*): the parameters are
 // registered as four tensors in the order backward produces their gradients (layer 2, then layer 1), and each is
@@ -13,6 +14,10 @@
 // --no-overlap marks them all after backward. Buckets are --bucket-mb, or tuned online with --autotune.
 // Gradient algorithms (allreduce, bytegrad, qadam, onebit_adam) register the gradients; the weight algorithms
 // (decentralized, lpdec) register the weights after the local step. async averages weights on its own thread.
+// --elastic: when a rank dies, the survivors shrink the communicator (bagua_comm_shrink), take the model, the
+// optimizer state and the position in the epoch from the new rank 0, rebuild the scheduler and go on with the
+// global batch split across fewer ranks (each rank's share rounded down). Not with async.
+#include <signal.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,8 +34,15 @@
 
 namespace {
 
+// With --elastic a lost peer (REMOTE, TIMEOUT) is thrown to the training loop, which shrinks and goes on.
+bool g_elastic = false;
+struct PeerLost {
+  bagua_status_t status;
+};
+
 void check(bagua_status_t s, const char* what) {
   if (s == BAGUA_SUCCESS) return;
+  if (g_elastic && (s == BAGUA_ERR_REMOTE || s == BAGUA_ERR_TIMEOUT)) throw PeerLost{s};
   std::fprintf(stderr, "bagua_trainer: %s failed: %s\n", what, bagua_get_last_error(nullptr));
   std::exit(1);
 }
@@ -42,7 +54,8 @@ struct Options {
   int epochs = 8, batch = 256, hidden = 256, features = 32, classes = 8, warmup = 40, staleness = 4;
   int train_samples = 16384, test_samples = 4096;
   double bucket_mb = 0.01;
-  bool overlap = true, autotune = false;
+  bool overlap = true, autotune = false, elastic = false;
+  int kill_rank = -1, kill_step = -1;
   uint64_t seed = 1;
 };
 
@@ -231,6 +244,12 @@ Options parse(int argc, char** argv) {
       o.train_samples = std::stoi(value());
     else if (a == "--seed")
       o.seed = std::stoull(value());
+    else if (a == "--elastic")
+      o.elastic = true;
+    else if (a == "--kill-rank")
+      o.kill_rank = std::stoi(value());
+    else if (a == "--kill-step")
+      o.kill_step = std::stoi(value());
     else {
       std::fprintf(stderr, "bagua_trainer: unknown option %s (see the comment at the top of bagua_trainer.cc)\n",
                    a.c_str());
@@ -240,6 +259,10 @@ Options parse(int argc, char** argv) {
   const std::string algos[] = {"allreduce", "bytegrad", "qadam", "onebit_adam", "decentralized", "lpdec", "async"};
   if (std::find(std::begin(algos), std::end(algos), o.algorithm) == std::end(algos)) {
     std::fprintf(stderr, "bagua_trainer: unknown --algorithm %s\n", o.algorithm.c_str());
+    std::exit(2);
+  }
+  if (o.elastic && o.algorithm == "async") {
+    std::fprintf(stderr, "bagua_trainer: --elastic does not support --algorithm async\n");
     std::exit(2);
   }
   if (o.optimizer.empty()) o.optimizer = (o.algorithm == "qadam" || o.algorithm == "onebit_adam") ? "adam" : "sgd";
@@ -272,11 +295,13 @@ int main(int argc, char** argv) {
   int rank, n;
   CHECK(bagua_comm_rank(comm, &rank));
   CHECK(bagua_comm_size(comm, &n));
+  const int initial_rank = rank;
   if (o.batch <= 0 || o.batch % n != 0 || o.batch > o.train_samples) {
     std::fprintf(stderr, "bagua_trainer: --batch %d must be a positive multiple of the %d ranks, at most %d\n", o.batch,
                  n, o.train_samples);
     return 2;
   }
+  g_elastic = o.elastic;
   const Dataset train = make_data(o, o.train_samples, o.seed * 31 + 1),
                 test = make_data(o, o.test_samples, o.seed * 31 + 2);
   Mlp model(o.features, o.hidden, o.classes, o.seed * 77);
@@ -294,7 +319,7 @@ int main(int argc, char** argv) {
   const size_t offsets[4] = {model.w2(), model.b2(), model.w1(), model.b1()};
   const size_t counts[4] = {static_cast<size_t>(o.classes) * o.hidden, static_cast<size_t>(o.classes),
                             static_cast<size_t>(o.hidden) * o.features, static_cast<size_t>(o.hidden)};
-  if (o.algorithm != "async") {
+  auto make_scheduler = [&] {
     bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
     cfg.chunk = 256;
     if (o.algorithm == "onebit_adam") cfg.kind = BAGUA_COMPRESS_SIGN, cfg.error_feedback = 1;
@@ -315,11 +340,12 @@ int main(int argc, char** argv) {
     bagua_datatype_t dtypes[4];
     for (int t = 0; t < 4; ++t) tensors[t] = base + offsets[t], dtypes[t] = BAGUA_FLOAT32;
     CHECK(bagua_scheduler_register(sched, 4, tensors, counts, dtypes));
-  }
+  };
+  if (o.algorithm != "async") make_scheduler();
   bagua_async_average_t async = nullptr;
   if (o.algorithm == "async") CHECK(bagua_async_average_start(comm, model.w.data(), p, BAGUA_FLOAT32, 0, &async));
 
-  const int local_batch = o.batch / n;
+  int local_batch = o.batch / n;
   const int steps_per_epoch = o.train_samples / o.batch;
   const float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   uint64_t step = 0;
@@ -328,9 +354,19 @@ int main(int argc, char** argv) {
   bagua_scheduler_info_t info;
   info.size = sizeof info;
   if (rank == 0)
-    std::printf("# bagua_trainer: %s, %s, %d ranks, %zu parameters, bucket %s, overlap %s\n", o.algorithm.c_str(),
-                o.optimizer.c_str(), n, p, o.autotune ? "tuned" : "fixed", o.overlap ? "on" : "off");
-  std::mt19937_64 shuffle_rng(o.seed * 13);
+    std::printf("# bagua_trainer: %s, %s, %d ranks, %zu parameters, bucket %s, overlap %s%s\n", o.algorithm.c_str(),
+                o.optimizer.c_str(), n, p, o.autotune ? "tuned" : "fixed", o.overlap ? "on" : "off",
+                o.elastic ? ", elastic" : "");
+  // Epoch e's sample order: e + 1 shuffles from the seed, the same on every rank and after a shrink.
+  auto epoch_order = [&](int e) {
+    std::mt19937_64 shuffle_rng(o.seed * 13);
+    std::vector<int> order(train.size());
+    for (int k = 0; k <= e; ++k) {
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+      std::shuffle(order.begin(), order.end(), shuffle_rng);
+    }
+    return order;
+  };
   auto sent_bytes = [&]() -> uint64_t {
     if (sched) {
       CHECK(bagua_scheduler_get_info(sched, &info));
@@ -341,103 +377,166 @@ int main(int argc, char** argv) {
     CHECK(bagua_comm_get_stats(comm, &stats));
     return stats.bytes_sent;
   };
-  for (int epoch = 0; epoch < o.epochs; ++epoch) {
-    std::vector<int> order(train.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-    std::shuffle(order.begin(), order.end(), shuffle_rng);  // same on every rank (same seed)
-    double loss_sum = 0;
-    const uint64_t sent_before = sent_bytes();
-    auto t0 = std::chrono::steady_clock::now();
-    for (int s = 0; s < steps_per_epoch; ++s, ++step) {
-      // This rank's slice of global batch s.
-      size_t begin = static_cast<size_t>(s) * o.batch + static_cast<size_t>(rank) * local_batch;
-      const bool compressed_momentum = adam_momentum && step >= static_cast<uint64_t>(o.warmup);
-      // Backward hands over each layer's gradients as soon as they are complete (layer 2 is tensors 0 and 1).
-      auto layer_done = [&](size_t ready_from) {
-        if (!gradient_algo || !o.overlap) return;
-        for (int t : ready_from == 0 ? std::vector<int>{2, 3} : std::vector<int>{0, 1})
-          CHECK(bagua_scheduler_mark_ready(sched, t, nullptr));
-      };
-      if (async) {  // compute on a snapshot; hold the lock only to copy and to update
-        CHECK(bagua_async_average_lock(async));
-        Mlp snapshot = model;
-        CHECK(bagua_async_average_unlock(async));
-        loss_sum += snapshot.forward_backward(train, order, begin, begin + local_batch, &grad, layer_done);
-        CHECK(bagua_async_average_lock(async));
-      } else {
-        loss_sum += model.forward_backward(train, order, begin, begin + local_batch, &grad, layer_done);
+  // Where training stands: the next step s of epoch `epoch`; a shrink takes it from the new rank 0.
+  int epoch = 0, s = 0;
+  bool epoch_started = false;
+  std::vector<int> order;
+  double loss_sum = 0;
+  uint64_t sent_before = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  // --elastic: the survivors of a lost peer shrink, agree on the state of the new rank 0 and rebuild the scheduler.
+  // A step that failed midway is run again from that state.
+  auto recover = [&](bagua_status_t lost) {
+    auto start = std::chrono::steady_clock::now();
+    if (sched) bagua_scheduler_destroy(sched);  // its communicator failed: the status says so, nothing more
+    sched = nullptr;
+    bagua_comm_t survivors = nullptr;
+    if (bagua_comm_shrink(comm, &survivors) != BAGUA_SUCCESS) {
+      std::fprintf(stderr, "bagua_trainer: rank %d: bagua_comm_shrink failed: %s\n", initial_rank,
+                   bagua_get_last_error(comm));
+      std::exit(1);
+    }
+    bagua_comm_destroy(comm);
+    comm = survivors;
+    CHECK(bagua_comm_rank(comm, &rank));
+    CHECK(bagua_comm_size(comm, &n));
+    double position[4] = {static_cast<double>(epoch), static_cast<double>(s), static_cast<double>(step), loss_sum};
+    CHECK(bagua_broadcast(position, position, 4, BAGUA_FLOAT64, 0, comm, nullptr));
+    for (std::vector<float>* state : {&model.w, &momentum, &variance})
+      CHECK(bagua_broadcast(state->data(), state->data(), p, BAGUA_FLOAT32, 0, comm, nullptr));
+    epoch = static_cast<int>(position[0]);
+    s = static_cast<int>(position[1]);
+    step = static_cast<uint64_t>(position[2]);
+    loss_sum = position[3];
+    order = epoch_order(epoch);
+    epoch_started = true;
+    local_batch = o.batch / n;
+    make_scheduler();
+    sent_before = sent_bytes();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (rank == 0)
+      std::printf(
+          "# elastic: a peer was lost (%s); %d ranks go on from epoch %d step %d, %d samples each per step "
+          "(recovered in %.0f ms)\n",
+          bagua_status_string(lost), n, epoch, s, local_batch, ms);
+  };
+  while (epoch < o.epochs) {
+    try {
+      if (!epoch_started) {
+        order = epoch_order(epoch);
+        loss_sum = 0;
+        sent_before = sent_bytes();
+        t0 = std::chrono::steady_clock::now();
+        epoch_started = true;
       }
-      if (gradient_algo) {
-        if (!o.overlap)
-          for (int t = 0; t < 4; ++t) CHECK(bagua_scheduler_mark_ready(sched, t, nullptr));
-        CHECK(bagua_scheduler_wait(sched, nullptr));
-      }
-      // Optimizer step. After QAdam's warm-up the scheduler hands back the averaged momentum in grad.
-      if (o.optimizer == "sgd") {
-        for (size_t i = 0; i < p; ++i) {
-          momentum[i] = 0.9f * momentum[i] + grad[i];
-          model.w[i] -= o.lr * momentum[i];
+      for (; s < steps_per_epoch; ++s, ++step) {
+        if (initial_rank == o.kill_rank && step == static_cast<uint64_t>(o.kill_step)) raise(SIGKILL);
+        // This rank's slice of global batch s.
+        size_t begin = static_cast<size_t>(s) * o.batch + static_cast<size_t>(rank) * local_batch;
+        const bool compressed_momentum = adam_momentum && step >= static_cast<uint64_t>(o.warmup);
+        // Backward hands over each layer's gradients as soon as they are complete (layer 2 is tensors 0 and 1).
+        auto layer_done = [&](size_t ready_from) {
+          if (!gradient_algo || !o.overlap) return;
+          for (int t : ready_from == 0 ? std::vector<int>{2, 3} : std::vector<int>{0, 1})
+            CHECK(bagua_scheduler_mark_ready(sched, t, nullptr));
+        };
+        if (async) {  // compute on a snapshot; hold the lock only to copy and to update
+          CHECK(bagua_async_average_lock(async));
+          Mlp snapshot = model;
+          CHECK(bagua_async_average_unlock(async));
+          loss_sum += snapshot.forward_backward(train, order, begin, begin + local_batch, &grad, layer_done);
+          CHECK(bagua_async_average_lock(async));
+        } else {
+          loss_sum += model.forward_backward(train, order, begin, begin + local_batch, &grad, layer_done);
         }
-      } else {
-        const bool frozen = compressed_momentum;  // QAdam / 1-bit Adam: variance frozen after warm-up
-        const float t = static_cast<float>(step + 1);
-        for (size_t i = 0; i < p; ++i) {
-          if (compressed_momentum)
-            momentum[i] = grad[i];
-          else
-            momentum[i] = beta1 * momentum[i] + (1 - beta1) * grad[i];
-          if (!frozen) variance[i] = beta2 * variance[i] + (1 - beta2) * grad[i] * grad[i];
-          float mhat = momentum[i] / (1 - std::pow(beta1, t));
-          float vhat = variance[i] / (1 - std::pow(beta2, frozen ? static_cast<float>(o.warmup) : t));
-          model.w[i] -= o.lr * mhat / (std::sqrt(vhat) + eps);
+        if (gradient_algo) {
+          if (!o.overlap)
+            for (int t = 0; t < 4; ++t) CHECK(bagua_scheduler_mark_ready(sched, t, nullptr));
+          CHECK(bagua_scheduler_wait(sched, nullptr));
         }
-      }
-      if (async) {
-        CHECK(bagua_async_average_unlock(async));
-        // Bounded staleness: at most --staleness local steps per averaging round. Where ranks outnumber
-        // cores the averaging thread can starve, and models trained apart too long average badly.
-        uint64_t rounds = 0;
-        CHECK(bagua_async_average_stats(async, &rounds));
-        auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        while (step + 1 > static_cast<uint64_t>(o.staleness) * (rounds + 1)) {
-          if (std::chrono::steady_clock::now() > give_up) {
-            std::fprintf(stderr, "bagua_trainer: the averaging thread made no progress for 60 s\n");
-            return 1;
+        // Optimizer step. After QAdam's warm-up the scheduler hands back the averaged momentum in grad.
+        if (o.optimizer == "sgd") {
+          for (size_t i = 0; i < p; ++i) {
+            momentum[i] = 0.9f * momentum[i] + grad[i];
+            model.w[i] -= o.lr * momentum[i];
           }
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        } else {
+          const bool frozen = compressed_momentum;  // QAdam / 1-bit Adam: variance frozen after warm-up
+          const float t = static_cast<float>(step + 1);
+          for (size_t i = 0; i < p; ++i) {
+            if (compressed_momentum)
+              momentum[i] = grad[i];
+            else
+              momentum[i] = beta1 * momentum[i] + (1 - beta1) * grad[i];
+            if (!frozen) variance[i] = beta2 * variance[i] + (1 - beta2) * grad[i] * grad[i];
+            float mhat = momentum[i] / (1 - std::pow(beta1, t));
+            float vhat = variance[i] / (1 - std::pow(beta2, frozen ? static_cast<float>(o.warmup) : t));
+            model.w[i] -= o.lr * mhat / (std::sqrt(vhat) + eps);
+          }
+        }
+        if (async) {
+          CHECK(bagua_async_average_unlock(async));
+          // Bounded staleness: at most --staleness local steps per averaging round. Where ranks outnumber
+          // cores the averaging thread can starve, and models trained apart too long average badly.
+          uint64_t rounds = 0;
           CHECK(bagua_async_average_stats(async, &rounds));
+          auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          while (step + 1 > static_cast<uint64_t>(o.staleness) * (rounds + 1)) {
+            if (std::chrono::steady_clock::now() > give_up) {
+              std::fprintf(stderr, "bagua_trainer: the averaging thread made no progress for 60 s\n");
+              return 1;
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+            CHECK(bagua_async_average_stats(async, &rounds));
+          }
+        }
+        if (!gradient_algo && sched) {  // weight algorithms: average the updated weights
+          for (int t = 0; t < 4; ++t) CHECK(bagua_scheduler_mark_ready(sched, t, nullptr));
+          CHECK(bagua_scheduler_wait(sched, nullptr));
         }
       }
-      if (!gradient_algo && sched) {  // weight algorithms: average the updated weights
-        for (int t = 0; t < 4; ++t) CHECK(bagua_scheduler_mark_ready(sched, t, nullptr));
-        CHECK(bagua_scheduler_wait(sched, nullptr));
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      uint64_t bytes = sent_bytes() - sent_before;
+      // Evaluation: the mean loss, and accuracy on each rank's shard of the held-out set (collectives).
+      double loss = loss_sum / steps_per_epoch;
+      CHECK(bagua_allreduce(&loss, &loss, 1, BAGUA_FLOAT64, BAGUA_AVG, comm, nullptr));
+      size_t shard = test.size() / n, correct;
+      if (async) CHECK(bagua_async_average_lock(async));  // the averaging thread writes the weights
+      Mlp evaluated = model;
+      if (async) CHECK(bagua_async_average_unlock(async));
+      evaluated.accuracy(test, rank * shard, (rank + 1) * shard, &correct);
+      double eval_counts[2] = {static_cast<double>(correct), static_cast<double>(shard)};
+      CHECK(bagua_allreduce(eval_counts, eval_counts, 2, BAGUA_FLOAT64, BAGUA_SUM, comm, nullptr));
+      double acc = eval_counts[0] / eval_counts[1];
+      double step_s = seconds / steps_per_epoch, max_step_s = step_s;
+      CHECK(bagua_allreduce(&max_step_s, &max_step_s, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
+      if (rank == 0) {
+        std::printf("epoch %2d  loss %.6f  accuracy %.2f%%  step %.2f ms  sent %.1f KiB/step", epoch, loss, 100 * acc,
+                    1e3 * max_step_s, bytes / 1024.0 / steps_per_epoch);
+        std::printf(o.elastic ? "  ranks %d\n" : "\n", n);
+      }
+      std::fflush(stdout);
+      final_loss = loss, final_acc = acc;
+      total_step_s += max_step_s * steps_per_epoch;
+      total_bytes += bytes;
+      total_steps += steps_per_epoch;
+      ++epoch;
+      s = 0;
+      epoch_started = false;
+    } catch (const PeerLost& lost) {
+      bagua_status_t status = lost.status;
+      for (;;) {  // a peer lost during the recovery: shrink again
+        try {
+          recover(status);
+          break;
+        } catch (const PeerLost& again) {
+          status = again.status;
+        }
       }
     }
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    uint64_t bytes = sent_bytes() - sent_before;
-    // Evaluation: the mean loss, and accuracy on each rank's shard of the held-out set (collectives).
-    double loss = loss_sum / steps_per_epoch;
-    CHECK(bagua_allreduce(&loss, &loss, 1, BAGUA_FLOAT64, BAGUA_AVG, comm, nullptr));
-    size_t shard = test.size() / n, correct;
-    if (async) CHECK(bagua_async_average_lock(async));  // the averaging thread writes the weights
-    Mlp evaluated = model;
-    if (async) CHECK(bagua_async_average_unlock(async));
-    evaluated.accuracy(test, rank * shard, (rank + 1) * shard, &correct);
-    double counts[2] = {static_cast<double>(correct), static_cast<double>(shard)};
-    CHECK(bagua_allreduce(counts, counts, 2, BAGUA_FLOAT64, BAGUA_SUM, comm, nullptr));
-    double acc = counts[0] / counts[1];
-    double step_s = seconds / steps_per_epoch, max_step_s = step_s;
-    CHECK(bagua_allreduce(&max_step_s, &max_step_s, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
-    if (rank == 0)
-      std::printf("epoch %2d  loss %.6f  accuracy %.2f%%  step %.2f ms  sent %.1f KiB/step\n", epoch, loss, 100 * acc,
-                  1e3 * max_step_s, bytes / 1024.0 / steps_per_epoch);
-    std::fflush(stdout);
-    final_loss = loss, final_acc = acc;
-    total_step_s += max_step_s * steps_per_epoch;
-    total_bytes += bytes;
-    total_steps += steps_per_epoch;
   }
-  if (async) {  // stop averaging, then one exact average so that every rank ends with the same model
+  g_elastic = false;  // from here a failure ends the run
+  if (async) {        // stop averaging, then one exact average so that every rank ends with the same model
     uint64_t rounds = 0;
     CHECK(bagua_async_average_stats(async, &rounds));
     if (rank == 0)
