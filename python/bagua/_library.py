@@ -117,6 +117,7 @@ _PROTOTYPES = {
     "bagua_comm_get_stats": [c_handle, _P(Stats)],
     "bagua_comm_dump_trace": [c_handle, ctypes.c_char_p],
     "bagua_comm_split": [c_handle, ctypes.c_int, ctypes.c_int, _P(c_handle)],
+    "bagua_comm_shrink": [c_handle, _P(c_handle)],
     "bagua_barrier": [c_handle, c_ptr],
     "bagua_ibarrier": [c_handle, _P(c_handle)],
     "bagua_allreduce": [c_ptr, c_ptr, c_size, ctypes.c_int, ctypes.c_int, c_handle, c_ptr],

@@ -222,6 +222,13 @@ class Communicator:
         call("comm_split", self._h(), _int(color, "color"), _int(key, "key"), ctypes.byref(handle))
         return Communicator(handle, self) if handle.value else None
 
+    def shrink(self):
+        """Collective over the survivors (also on a failed communicator): a new communicator of the ranks still
+        alive, in their old order; every survivor gets the same members. Raises RemoteError on a minority side."""
+        handle = c_handle()
+        call("comm_shrink", self._h(), ctypes.byref(handle))
+        return Communicator(handle)
+
     def async_error(self):
         """The communicator's poisoning error as an exception (None while healthy); never blocks."""
         status = ctypes.c_int(0)

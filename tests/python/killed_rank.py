@@ -1,6 +1,7 @@
 """Run with launch.py --killed (n - 1): the last rank dies by SIGKILL; every survivor's next call must raise
 RemoteError (or BaguaTimeoutError) within BAGUA_TIMEOUT plus a margin, and later calls must raise too, never
-hang. Mode "collectives" (default) dies after an allreduce; mode "ddp" dies in the middle of training with
+hang. Mode "collectives" (default) dies after an allreduce, and the survivors then shrink the communicator and
+check an allreduce on it; mode "ddp" dies in the middle of training with
 bagua.torch.DistributedDataParallel, where the error comes out of loss.backward()."""
 
 import os
@@ -70,4 +71,12 @@ try:
     raise SystemExit(f"rank {comm.rank}: a call on the failed communicator succeeded")
 except bagua.BaguaError:
     assert isinstance(comm.async_error(), bagua.BaguaError)
+if mode == "collectives":
+    survivors = comm.shrink()  # the victim was the last rank: the others keep their ranks
+    assert (survivors.size, survivors.rank) == (comm.size - 1, comm.rank), (survivors.size, survivors.rank)
+    y = np.ones(1 << 10, np.int32)
+    survivors.allreduce(y)
+    assert (y == survivors.size).all()
+    print(f"rank {comm.rank}: shrank to {survivors.size} ranks; allreduce on them ok")
+    survivors.destroy()
 bagua.destroy()
