@@ -6,26 +6,27 @@
 #             duplication of 1-3% (tc with a random BPF filter, as this kernel has no netem), or the link down for a
 #             quarter of the timeout;
 #   long, twice per job of 20 s or more: a host killed (SIGKILL to every process in it), later another host's link
-#             down for twice the timeout.
+#             down for twice the timeout. Jobs last --job-seconds (120) at most; a new job starts with every host.
 # Ranks shrink after an error and go on; a job that runs out of ranks is followed by a new one. It checks:
 # 0 wrong results; no error except within 2x the timeout (+1 s) after a long fault; every rank alive at a long
 # fault reports an error within that window; nothing left behind (namespaces, processes, files).
-#   scripts/soak.sh [--seconds N] [--hosts H] [--ranks-per-host R] [--timeout S] [--seed X] [--no-faults]
+#   scripts/soak.sh [--seconds N] [--job-seconds N] [--hosts H] [--ranks-per-host R] [--timeout S] [--seed X] [--no-faults]
 #                   [--program build/bin/mp_soak]
 # Exit 77 where namespaces or tc are not available (as netns-cluster.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-seconds=60 hosts=4 rph=1 timeout=4 seed=$((RANDOM + 1)) faults=1 program=build/bin/mp_soak
+seconds=60 job_seconds=120 hosts=4 rph=1 timeout=4 seed=$((RANDOM + 1)) faults=1 program=build/bin/mp_soak
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
+    --job-seconds) job_seconds=$2; shift 2 ;;
     --hosts) hosts=$2; shift 2 ;;
     --ranks-per-host) rph=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --no-faults) faults=0; shift ;;
     --program) program=$2; shift 2 ;;
-    *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 [ -x "$program" ] || { echo "soak: $program is not built (scripts/build.sh)"; exit 2; }
@@ -34,9 +35,16 @@ cluster=$PWD/scripts/netns-cluster.sh
 work=$(mktemp -d /tmp/bagua-soak.XXXXXX)
 export BAGUA_NETNS_STATE=$work/state
 prefix=""
+# The rank processes of this soak, found through /proc (no procps needed).
+rank_pids() {
+  local p
+  for p in /proc/[0-9]*; do
+    [ "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null | cut -d' ' -f1)" = "$program" ] && echo "${p#/proc/}"
+  done
+}
 cleanup() {
   "$cluster" down >/dev/null 2>&1
-  pkill -9 -f "^$program " 2>/dev/null
+  rank_pids | xargs -r kill -9 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -104,6 +112,7 @@ job=0
 while [ $(( $(date +%s) - start )) -lt "$seconds" ]; do
   left=$(( seconds - ($(date +%s) - start) ))
   [ "$job" -gt 0 ] && [ "$left" -lt 15 ] && break
+  [ "$left" -gt "$job_seconds" ] && left=$job_seconds
   heal
   gone=""
   "$cluster" run --hosts "$hosts" --ranks-per-host "$rph" -- env BAGUA_TIMEOUT="$timeout" "$program" \
@@ -143,7 +152,7 @@ heal
 # Leftovers: namespaces of this cluster, rank processes.
 leftover=""
 ip netns list 2>/dev/null | grep -q "^$prefix" && leftover="$leftover namespaces"
-pgrep -f "^$program " >/dev/null && leftover="$leftover processes"
+[ -n "$(rank_pids)" ] && leftover="$leftover processes"
 
 python3 - "$work" "$timeout" "$seconds" "$hosts" "$rph" "$seed" "$leftover" <<'PY'
 import glob, re, sys
