@@ -1,5 +1,6 @@
 #include "bootstrap/agreement.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -22,11 +23,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Msg : uint8_t { kPrepare = 1, kPromise = 2, kAccept = 3, kAccepted = 4, kNack = 5, kDecide = 6 };
+enum class Msg : uint8_t { kPrepare = 1, kPromise = 2, kAccept = 3, kAccepted = 4, kNack = 5, kDecide = 6, kAlive = 7 };
 // A ballot is round << kRoundShift | proposer rank: unique per proposer, ordered by round first.
 constexpr int kRoundShift = 20;
 constexpr int kPollSliceMs = 2;
 constexpr int kLingerMs = 200;  // after deciding: how long to wait for peers to read what was sent
+
+// The listener's descriptor for this agreement's Acceptor (which closes it), close-on-exec like every socket here.
+Socket duplicate_listener(const Socket& listener) {
+  int fd = ::fcntl(listener.fd(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) fail_errno(errno, "bagua_comm_shrink: duplicating the recovery listener");
+  return Socket(fd);
+}
 
 void write_members(Writer& w, const std::vector<AgreementMember>& members) {
   w.u32(static_cast<uint32_t>(members.size()));
@@ -60,12 +68,13 @@ class Agreement {
       : p_(p),
         deadline_(deadline),
         stop_(stop),
-        acceptor_(Socket(::dup(listener.fd())), p.secret, std::max(deadline.remaining_ms(), 1),
+        acceptor_(duplicate_listener(listener), p.secret, std::max(deadline.remaining_ms(), 1),
                   fmt::format("rank {} shrink", p.rank)),
         inbound_(p.nranks),
         outbound_(p.nranks),
         outbox_(p.nranks),
         dead_(p.nranks, false),
+        last_heard_(p.nranks),
         quorum_(p.nranks / 2 + 1),
         rng_(std::random_device{}()) {}
 
@@ -76,6 +85,7 @@ class Agreement {
 
   std::vector<AgreementMember> run() {
     start_ = Clock::now();
+    std::fill(last_heard_.begin(), last_heard_.end(), start_);
     for (int peer = 0; peer < p_.nranks; ++peer)
       if (peer != p_.rank) dialers_.emplace_back([this, peer] { dial(peer); });
     while (!decided_) {
@@ -83,7 +93,9 @@ class Agreement {
       if (deadline_.expired()) give_up();
       adopt_new_links();
       read_links();
-      if (!decided_) lead();
+      if (decided_) break;
+      send_heartbeats();
+      lead();
     }
     linger();
     return decision_;
@@ -228,7 +240,11 @@ class Agreement {
       uint8_t buf[65536];
       ssize_t n = link.sock.try_recv(buf, sizeof buf);
       if (n < 0) {
-        mark_dead(peer, "its connection closed");
+        // The peer closed. Its last messages may still wait on the other connection (a DECIDE before it left):
+        // the peer counts as gone once that one is read to its end too.
+        link.sock.close();
+        Link& other = &link == &inbound_[peer] ? outbound_[peer] : inbound_[peer];
+        if (!other.sock.valid() || &link == &inbound_[peer]) mark_dead(peer, "its connection closed");
         continue;
       }
       size_t used = 0;
@@ -242,6 +258,7 @@ class Agreement {
             mark_dead(peer, fmt::format("it sent a {} frame", frame_type_name(frame.type)));
             continue;
           }
+          last_heard_[peer] = Clock::now();
           try {
             handle(peer, frame.payload);
           } catch (const Error& e) {
@@ -309,6 +326,7 @@ class Agreement {
         return;
       }
       case Msg::kDecide: decide(read_members(r, p_.nranks)); return;
+      case Msg::kAlive: return;
     }
     fail(BAGUA_ERR_REMOTE, "shrink: unknown message kind {}", static_cast<int>(kind));
   }
@@ -328,12 +346,27 @@ class Agreement {
     return std::move(w.out());
   }
 
-  bool grace_over() const { return Clock::now() - start_ > std::chrono::milliseconds(p_.grace_ms); }
+  std::chrono::milliseconds grace() const { return std::chrono::milliseconds(p_.grace_ms); }
 
-  // The lowest rank that is not known dead, skipping those still unreachable after the grace period.
+  // Not heard from for the grace period: unreachable, cut off after the mesh was up, or not in the agreement.
+  bool silent(int r) const { return r != p_.rank && Clock::now() - last_heard_[r] > grace(); }
+
+  // Lets the peers know this rank is still here, every quarter of the grace period.
+  void send_heartbeats() {
+    Clock::time_point now = Clock::now();
+    if (now - last_heartbeat_ < grace() / 4) return;
+    last_heartbeat_ = now;
+    Writer w;
+    w.u8(static_cast<uint8_t>(Msg::kAlive));
+    w.u64(0);
+    for (int peer = 0; peer < p_.nranks; ++peer)
+      if (peer != p_.rank && outbound_[peer].sock.valid()) send(peer, w.out());
+  }
+
+  // The lowest rank that is neither known dead nor silent.
   int leader() const {
     for (int r = 0; r < p_.rank; ++r)
-      if (!dead_[r] && (outbound_[r].sock.valid() || !grace_over())) return r;
+      if (!dead_[r] && !silent(r)) return r;
     return p_.rank;
   }
 
@@ -357,7 +390,8 @@ class Agreement {
     if (phase_ == Phase::kPreparing) {
       bool everyone = true;
       for (int r = 0; r < p_.nranks; ++r) everyone = everyone && (dead_[r] || promises_.count(r));
-      bool waited = now - phase_start_ > std::chrono::milliseconds(p_.grace_ms);
+      // The grace period counts from the start of the agreement; a later ballot waits a little for answers.
+      bool waited = now - start_ > grace() && now - phase_start_ > grace() / 4;
       if (static_cast<int>(promises_.size()) < quorum_ || (!everyone && !waited)) return;
       // Paxos: a value some acceptor already accepted must be proposed again; else the ranks that promised.
       const Promise* newest = nullptr;
@@ -378,7 +412,19 @@ class Agreement {
       for (const auto& [r, promise] : promises_) send(r, w.out());
       return;
     }
-    if (phase_ == Phase::kAccepting && static_cast<int>(accepted_by_.size()) >= quorum_) decide(proposal_);
+    if (phase_ == Phase::kAccepting) {
+      if (static_cast<int>(accepted_by_.size()) >= quorum_) {
+        decide(proposal_);
+        return;
+      }
+      // Stalled (an acceptor died, or answers too slowly): a higher ballot, which proposes the same value again.
+      int can_answer = 0;
+      for (const auto& [r, promise] : promises_) can_answer += !dead_[r] && !silent(r);
+      if (can_answer < quorum_ || now - phase_start_ > grace()) {
+        phase_ = Phase::kIdle;
+        retry_at_ = now;
+      }
+    }
   }
 
   void decide(std::vector<AgreementMember> members) {
@@ -396,6 +442,17 @@ class Agreement {
 
   // Lets the peers read the decision before the connections close: half-close, then drain until they close too.
   void linger() {
+    // A DECIDE still waits for a peer whose connection is coming up: give it that time (bounded).
+    Deadline flush = Deadline::after_ms(std::min(p_.grace_ms, 2000)).earlier(deadline_);
+    auto queued = [&] {
+      for (int peer = 0; peer < p_.nranks; ++peer)
+        if (!outbox_[peer].empty() && !dead_[peer]) return true;
+      return false;
+    };
+    while (queued() && !flush.expired()) {
+      adopt_new_links();
+      std::this_thread::sleep_for(std::chrono::milliseconds(kPollSliceMs));
+    }
     Deadline until = Deadline::after_ms(kLingerMs);
     std::vector<int> open;
     for (int peer = 0; peer < p_.nranks; ++peer) {
@@ -421,7 +478,7 @@ class Agreement {
   [[noreturn]] void give_up() {
     std::vector<int> reached{p_.rank};
     for (int r = 0; r < p_.nranks; ++r)
-      if (r != p_.rank && (inbound_[r].sock.valid() || outbound_[r].sock.valid())) reached.push_back(r);
+      if (r != p_.rank && !dead_[r] && !silent(r)) reached.push_back(r);
     std::sort(reached.begin(), reached.end());
     if (static_cast<int>(reached.size()) < quorum_)
       fail(BAGUA_ERR_REMOTE,
@@ -452,6 +509,8 @@ class Agreement {
   std::vector<Link> outbound_;              // dialed: this rank's messages to the peer
   std::vector<std::vector<Bytes>> outbox_;  // messages for a peer whose outbound link is not up yet
   std::vector<bool> dead_;
+  std::vector<Clock::time_point> last_heard_;  // the last message from each rank
+  Clock::time_point last_heartbeat_;
   const int quorum_;
   std::mt19937 rng_;
   Clock::time_point start_;

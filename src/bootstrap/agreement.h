@@ -1,11 +1,13 @@
-// Agreement on the survivors of a communicator, for bagua_comm_shrink (docs/semantics.md, "Shrink").
-// The old ranks meet again over a fresh, authenticated TCP mesh between their recovery listeners (each rank
-// dials the lower ranks and accepts the higher ones) and run one instance of Paxos whose value is the membership:
+// Agreement on the survivors of a communicator, for bagua_comm_shrink (docs/bootstrap.md, "Shrink").
+// The old ranks meet again over a fresh, authenticated TCP mesh between their recovery listeners (each rank dials
+// every other: it sends on the connection it dialled and reads on the one it accepted) and run one instance of
+// Paxos whose value is the membership:
 //   leader:   PREPARE(b) -> PROMISE from a majority of the old ranks, and from every rank not known dead or until
 //             the grace period ends -> ACCEPT(b, members) -> ACCEPTED from a majority -> DECIDE(members)
 //   everyone: a Paxos acceptor; passes DECIDE on to every peer it is connected to before returning.
-// The leader is the lowest rank not known dead (its connection refused or closed), skipping ranks that could not be
-// reached within the grace period. Both steps need a majority of the old ranks, so under a network partition only
+// The leader is the lowest rank not known dead (its connection refused or closed) nor silent for the grace period
+// (every rank sends a heartbeat to its peers). A leader whose phase stalls for the grace period starts a higher
+// ballot. Both steps need a majority of the old ranks, so under a network partition only
 // a side holding a majority decides, and no two ranks ever return different members.
 #pragma once
 

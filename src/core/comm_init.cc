@@ -348,7 +348,14 @@ std::unique_ptr<Comm> Comm::shrink() {
          kept_text);
   BAGUA_INFO("bagua_comm_shrink: old rank(s) {} of {} form the new communicator; this rank is rank {} of {}", kept_text,
              nranks_, new_rank, members.size());
-  return form(new_rank, table, std::move(listener), secret_, config_, op_deadline());
+  try {
+    return form(new_rank, table, std::move(listener), secret_, config_, op_deadline());
+  } catch (const Error& e) {
+    fail(e.status(),
+         "forming the new communicator of old rank(s) {} failed (a member died after the agreement?); call "
+         "bagua_comm_shrink again to go on without it: {}",
+         kept_text, e.what());
+  }
 }
 
 }  // namespace bagua

@@ -110,16 +110,6 @@ bool read_reports(FailureJob& job, double seconds, Pred until) {
 
 void reap(FailureJob& job) { mp::reap(job.job); }
 
-int g_failures = 0;
-#define EXPECT(cond, ...)                         \
-  do {                                            \
-    if (!(cond)) {                                \
-      std::fprintf(stderr, "FAIL: " __VA_ARGS__); \
-      std::fprintf(stderr, "\n");                 \
-      ++g_failures;                               \
-    }                                             \
-  } while (0)
-
 void kill_mid_allreduce(const mp::JobRoot& root, size_t bytes, int repetitions) {
   const int nranks = 3;
   std::mt19937 rng(7);
@@ -242,6 +232,6 @@ int main(int argc, char** argv) {
   kill_mid_allreduce(root, 4 << 20, repetitions);
   stop_a_rank(root);
 
-  std::printf("%s\n", g_failures == 0 ? "failure handling: ok" : "failure handling: FAILED");
-  return g_failures == 0 ? 0 : 1;
+  std::printf("%s\n", mp::g_failures == 0 ? "failure handling: ok" : "failure handling: FAILED");
+  return mp::g_failures == 0 ? 0 : 1;
 }

@@ -21,6 +21,17 @@
 
 namespace mp {
 
+// The parent's checks: a failed one is printed and counted; the test fails at the end when any did.
+inline int g_failures = 0;
+#define EXPECT(cond, ...)                         \
+  do {                                            \
+    if (!(cond)) {                                \
+      std::fprintf(stderr, "FAIL: " __VA_ARGS__); \
+      std::fprintf(stderr, "\n");                 \
+      ++mp::g_failures;                           \
+    }                                             \
+  } while (0)
+
 using Clock = std::chrono::steady_clock;
 
 inline long long now_ns() {

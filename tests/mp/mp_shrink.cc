@@ -192,16 +192,6 @@ struct ShrinkJob {
   std::vector<Outcome> outcomes;
 };
 
-int g_failures = 0;
-#define EXPECT(cond, ...)                         \
-  do {                                            \
-    if (!(cond)) {                                \
-      std::fprintf(stderr, "FAIL: " __VA_ARGS__); \
-      std::fprintf(stderr, "\n");                 \
-      ++g_failures;                               \
-    }                                             \
-  } while (0)
-
 ShrinkJob launch(const mp::JobRoot& root, int nranks, const std::string& mode, int late_rank = -1, int late_ms = 0) {
   return ShrinkJob{
       mp::launch(root, "mp_shrink", {mode, std::to_string(late_rank), std::to_string(late_ms)}, nranks, kTimeoutS),
@@ -408,6 +398,6 @@ int main(int argc, char** argv) {
   kill_during_agreement(root, repetitions);
   no_majority(root);
   late_survivor(root);
-  std::printf("%s\n", g_failures == 0 ? "shrink: ok" : "shrink: FAILED");
-  return g_failures == 0 ? 0 : 1;
+  std::printf("%s\n", mp::g_failures == 0 ? "shrink: ok" : "shrink: FAILED");
+  return mp::g_failures == 0 ? 0 : 1;
 }

@@ -181,7 +181,8 @@ struct Soak {
       bagua_comm_t survivors = nullptr;
       bagua_status_t st = bagua_comm_shrink(comm, &survivors);
       if (st != BAGUA_SUCCESS) {
-        if (attempt > 0 && st == BAGUA_ERR_REMOTE) continue;  // a member died after the decision: once more
+        // A member died after the decision: the library says to shrink again.
+        if (std::strstr(bagua_get_last_error(comm), "call bagua_comm_shrink again")) continue;
         std::printf("left %.3f %d %d %s\n", realtime(), me, static_cast<int>(st), bagua_get_last_error(comm));
         return false;
       }
@@ -234,6 +235,14 @@ int main(int argc, char** argv) {
   bool left = false;
   auto start = std::chrono::steady_clock::now();
   uint64_t i = 0;
+  // Logs a failed call and shrinks; false when this rank is out.
+  auto recovered = [&](bagua_status_t st) {
+    ++soak.errors;
+    std::printf("error %.3f %d %d %llu %s\n", realtime(), soak.me, static_cast<int>(st), (unsigned long long)i,
+                bagua_get_last_error(soak.comm));
+    left = !soak.recover(&i);
+    return !left;
+  };
   for (;;) {
     // Every 16 operations the ranks agree whether time is up (a collective like the others).
     if (i % 16 == 0) {
@@ -241,13 +250,7 @@ int main(int argc, char** argv) {
       bagua_status_t st = bagua_allreduce(&over, &over, 1, BAGUA_INT32, BAGUA_MAX, soak.comm, nullptr);
       if (st == BAGUA_SUCCESS && over) break;
       if (st != BAGUA_SUCCESS) {
-        ++soak.errors;
-        std::printf("error %.3f %d %d %llu %s\n", realtime(), soak.me, static_cast<int>(st), (unsigned long long)i,
-                    bagua_get_last_error(soak.comm));
-        if (!soak.recover(&i)) {
-          left = true;
-          break;
-        }
+        if (!recovered(st)) break;
         continue;
       }
     }
@@ -255,13 +258,7 @@ int main(int argc, char** argv) {
     if (st == BAGUA_SUCCESS) {
       ++soak.ops;
       ++i;
-      continue;
-    }
-    ++soak.errors;
-    std::printf("error %.3f %d %d %llu %s\n", realtime(), soak.me, static_cast<int>(st), (unsigned long long)i,
-                bagua_get_last_error(soak.comm));
-    if (!soak.recover(&i)) {
-      left = true;
+    } else if (!recovered(st)) {
       break;
     }
   }
