@@ -7,9 +7,10 @@
 //   during    5 ranks: one killed, then a second killed 0-30 ms after the first survivor enters the agreement
 //   majority  4 ranks: two killed at once; the 2 survivors are not a majority and must say so
 //   late      5 ranks: one killed; one survivor enters the agreement after the grace period and is left out
-// and, run by scripts/netns-cluster.sh with one rank per host, `mp_shrink partition CUT`: every rank blackholes
+// and, run by scripts/netns-cluster.sh with one rank per host, `mp_shrink partition CUT [MS]`: every rank blackholes
 // the routes to the hosts on the other side of CUT (ranks < CUT | ranks >= CUT), the collectives time out, and
-// only a side holding a majority of the ranks may shrink; the other gets REMOTE naming the majority rule.
+// only a side holding a majority of the ranks may shrink; the other gets REMOTE naming the majority rule. With MS
+// the cut comes MS ms into the shrink of a healthy communicator instead, after the agreement's connections are up.
 // Oracle: a survivor whose shrink succeeds reports its new rank and size, the old ranks of the new communicator
 // (an allgather of old ranks on it) and whether an allreduce of (old rank + 1) gave the exact int32 sum of the
 // members. All that succeed must report one membership, consistent with their new ranks.
@@ -115,7 +116,7 @@ int rank_main(const std::string& mode, int late_rank, int late_ms) {
 }
 
 // One rank per host of the netns test bed (host h has address 10.99.0.(h+1), scripts/netns-cluster.sh).
-int partition_main(int cut) {
+int partition_main(int cut, int cut_during_shrink_ms) {
   bagua_comm_t comm = nullptr;
   MP_OK(bagua_comm_init_from_env(&comm));
   int rank = 0, size = 0;
@@ -127,22 +128,40 @@ int partition_main(int cut) {
   MP_OK(bagua_barrier(comm, nullptr));
   const bool low_side = rank < cut;
   std::vector<int> side;
+  std::vector<std::string> cuts;
   for (int r = 0; r < size; ++r) {
-    if ((r < cut) == low_side) {
+    if ((r < cut) == low_side)
       side.push_back(r);
-      continue;
-    }
-    std::string cmd = "ip route add blackhole 10.99.0." + std::to_string(r + 1) + "/32";
-    MP_CHECK(std::system(cmd.c_str()) == 0);
+    else
+      cuts.push_back("ip route add blackhole 10.99.0." + std::to_string(r + 1) + "/32");
   }
+  auto cut_now = [&] {
+    for (const std::string& cmd : cuts) MP_CHECK(std::system(cmd.c_str()) == 0);
+  };
   bagua_status_t status = BAGUA_SUCCESS;
-  auto cut_at = mp::Clock::now();
-  while (status == BAGUA_SUCCESS) status = bagua_allreduce(&x, &x, 1, BAGUA_INT32, BAGUA_MAX, comm, nullptr);
-  double failed_after = mp_seconds_since(cut_at);
+  double failed_after = 0;
+  std::thread cutter;
+  if (cut_during_shrink_ms < 0) {
+    // The partition breaks a collective, which times out; then the ranks shrink.
+    cut_now();
+    auto cut_at = mp::Clock::now();
+    while (status == BAGUA_SUCCESS) status = bagua_allreduce(&x, &x, 1, BAGUA_INT32, BAGUA_MAX, comm, nullptr);
+    failed_after = mp_seconds_since(cut_at);
+  } else {
+    // The partition comes while the ranks shrink a healthy communicator, once the agreement's connections are up.
+    cutter = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(cut_during_shrink_ms));
+      cut_now();
+    });
+  }
   auto start = mp::Clock::now();
   bagua_comm_t shrunk = nullptr;
   bagua_status_t shrink_status = bagua_comm_shrink(comm, &shrunk);
+  // A member cut off after the decision makes the formation fail; the survivors shrink again.
+  if (shrink_status != BAGUA_SUCCESS && std::strstr(bagua_get_last_error(comm), "call bagua_comm_shrink again"))
+    shrink_status = bagua_comm_shrink(comm, &shrunk);
   double shrink_s = mp_seconds_since(start);
+  if (cutter.joinable()) cutter.join();
   const bool majority = 2 * static_cast<int>(side.size()) > size;
   int failures = 0;
   if (majority) {
@@ -391,7 +410,8 @@ void late_survivor(const mp::JobRoot& root) {
 int main(int argc, char** argv) {
   if (argc == 5 && std::strcmp(argv[1], "--rank-main") == 0)
     return rank_main(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
-  if (argc == 3 && std::strcmp(argv[1], "partition") == 0) return partition_main(std::atoi(argv[2]));
+  if (argc >= 3 && std::strcmp(argv[1], "partition") == 0)
+    return partition_main(std::atoi(argv[2]), argc > 3 ? std::atoi(argv[3]) : -1);
   int repetitions = argc > 1 ? std::atoi(argv[1]) : 6;
   mp::JobRoot root;
   kill_one(root);

@@ -435,11 +435,12 @@ void UcxTransport::close_endpoints(bool graceful) {
     if (request != nullptr && !UCS_PTR_IS_ERR(request)) closing.push_back(request);
     endpoints_[peer] = nullptr;
   }
-  // Bounded: a dead peer never acknowledges a flush.
+  // Bounded: a dead or unreachable peer never acknowledges a flush. A close still running is released all the same
+  // (UCX finishes it with the worker); one never released aborts the process in ucp_worker_destroy (UCX 1.13).
   Deadline deadline = Deadline::after_ms(kCloseTimeoutMs);
   for (ucs_status_ptr_t request : closing) {
     while (ucp_request_check_status(request) == UCS_INPROGRESS && !deadline.expired()) ucp_worker_progress(worker_);
-    if (ucp_request_check_status(request) != UCS_INPROGRESS) ucp_request_free(request);
+    ucp_request_free(request);
   }
 }
 
