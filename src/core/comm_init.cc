@@ -303,10 +303,6 @@ std::unique_ptr<Comm> Comm::split(int color, int key) {
   }
 }
 
-}  // namespace bagua
-
-namespace bagua {
-
 std::unique_ptr<Comm> Comm::shrink() {
   {
     std::lock_guard<std::timed_mutex> lock(engine_mutex_);
