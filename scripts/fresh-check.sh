@@ -15,6 +15,7 @@
 #   BAGUA_FRESH_SOURCES apt sources file(s) for the root (default: the host's Debian sources)
 #   BAGUA_FRESH_TMP     where the root is unpacked (default /var/tmp)
 #   BAGUA_FRESH_KEEP=1  keep the root after a failure, to look inside (chroot DIR/root); remove it by hand
+#   BAGUA_CMAKE_ARGS    passed to the build inside (scripts/build.sh); CI sets -DBAGUA_WERROR=ON
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 suite=bookworm
@@ -126,6 +127,7 @@ if [ -n "$cuda" ]; then
 fi
 in_root() {
   chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb CI="${CI:-}" \
+    BAGUA_CMAKE_ARGS="${BAGUA_CMAKE_ARGS:-}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin bash -c "cd /root/bagua && $1"
 }
 status=0

@@ -11,6 +11,7 @@
 
 #include "base/logging.h"
 #include "base/scratch_cache.h"
+#include "base/timed_lock.h"
 #include "core/device_proxy.h"
 
 namespace bagua {
@@ -88,8 +89,8 @@ void Comm::fail_everything(bagua_status_t status, const std::string& message) {
 
 void Comm::fail_now(bagua_status_t status, const std::string& message) {
   poison(status, message);
-  std::unique_lock<std::timed_mutex> lock(engine_mutex_, std::defer_lock);
-  if (lock.try_lock_for(std::chrono::milliseconds(1500))) fail_everything(poison_status_.load(), message);
+  if (auto lock = lock_within(engine_mutex_, std::chrono::milliseconds(1500)))
+    fail_everything(poison_status_.load(), message);
 }
 
 void Comm::abort() {
@@ -99,8 +100,7 @@ void Comm::abort() {
   if (ring_) ring_->shutdown();
   // A blocked operation notices the flag within a poll slice and tears down itself; if none is running,
   // tear down here.
-  std::unique_lock<std::timed_mutex> lock(engine_mutex_, std::defer_lock);
-  if (lock.try_lock_for(std::chrono::milliseconds(1500)))
+  if (auto lock = lock_within(engine_mutex_, std::chrono::milliseconds(1500)))
     fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
 }
 
@@ -143,8 +143,7 @@ std::string Comm::trace_header(const std::string& reason) const {
 
 std::string Comm::dump_trace_now(const std::string& path) {
   {  // the engine only while reading what the running operations wait for, not while writing the file
-    std::unique_lock<std::timed_mutex> lock(engine_mutex_, std::defer_lock);
-    if (lock.try_lock_for(std::chrono::milliseconds(1500))) note_waiting_of_active();
+    if (auto lock = lock_within(engine_mutex_, std::chrono::milliseconds(1500))) note_waiting_of_active();
   }
   return dump_trace(path, "written on demand (bagua_comm_dump_trace)");
 }

@@ -30,7 +30,7 @@ void Operation::post_recv(Transport& transport, Transfer& transfer, int peer, ui
 bool Operation::poll(Transport& transport, Transfer& transfer) {
   if (transfer.state == Transfer::State::kPending) {
     transport.check(transfer);
-    if (transfer.state == Transfer::State::kDone) ++events_;
+    if (transfer.state == Transfer::State::kDone) count_event();
   }
   if (transfer.state == Transfer::State::kFailed && transfer.tag_mismatch)
     throw Error(

@@ -2,6 +2,7 @@
 // Every blocking call is post + wait on one of these; non-blocking calls hand it out as a request.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@ class Operation {
   const std::string& description() const { return description_; }
   bagua_status_t status() const { return status_; }
   const std::string& error() const { return error_; }
-  uint64_t events() const { return events_; }
+  uint64_t events() const { return events_.load(std::memory_order_relaxed); }
   uint64_t bytes_sent() const { return bytes_sent_; }
   // Its entry in the communicator's flight recorder (core/flight_recorder.h).
   uint64_t trace_id() const { return trace_id_; }
@@ -65,7 +66,7 @@ class Operation {
  protected:
   void finish() { state_ = State::kDone; }
   // Progress made outside poll(), for the watchdog.
-  void note_progress() { ++events_; }
+  void note_progress() { count_event(); }
   void set_description(std::string description) { description_ = std::move(description); }
   // Checks a transfer; true once it is done. Counts the completion as progress; throws when it failed.
   bool poll(Transport& transport, Transfer& transfer);
@@ -78,12 +79,15 @@ class Operation {
   void add_bytes_sent(uint64_t bytes) { bytes_sent_ += bytes; }
 
  private:
+  void count_event() { events_.store(events_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+
   bagua_opkind_t kind_;
   std::string description_;
   State state_ = State::kRunning;
   bagua_status_t status_ = BAGUA_SUCCESS;
   std::string error_;
-  uint64_t events_ = 0;
+  // Written under the engine's lock; read without it by a caller waiting for the operation (back-off only).
+  std::atomic<uint64_t> events_{0};
   uint64_t bytes_sent_ = 0;
   uint64_t trace_id_ = 0;
   int64_t collective_sequence_ = -1;

@@ -354,7 +354,9 @@ void check_async(bagua_comm_t comm) {
   std::vector<float> x(p.d, 0.0f), grad(p.d);
   bagua_async_average_t handle;
   MP_OK(bagua_async_average_start(comm, x.data(), p.d, BAGUA_FLOAT32, 1, &handle));
+  MP_OK(bagua_async_average_lock(handle));  // the averaging thread writes x under this lock
   double initial = p.loss_grad(x.data(), nullptr);
+  MP_OK(bagua_async_average_unlock(handle));
   for (int t = 0; t < 400; ++t) {
     MP_OK(bagua_async_average_lock(handle));
     p.loss_grad(x.data(), grad.data());

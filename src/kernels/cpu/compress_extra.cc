@@ -86,8 +86,7 @@ namespace {
 
 // Sum of t^2 (t = x + e) over a chunk in fp64, in the order every implementation uses: element i goes to lane
 // i mod 8, each lane in element order, then the lanes 0..7 in order. Eight independent lanes vectorize.
-__attribute__((target_clones("avx512f", "avx2", "default"))) double sign_sum_squares(const float* x, const float* e,
-                                                                                     size_t len) {
+BAGUA_ISA_CLONES double sign_sum_squares(const float* x, const float* e, size_t len) {
   double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + 8 <= len; i += 8)

@@ -70,8 +70,7 @@ Grid make_grid(float lo, float hi, int bits, bool poisoned) {
 
 // Min, max and "any non-finite" of a chunk. Sixteen independent lanes so the compiler can vectorize without
 // reassociating anything (min and max are exact, so the lane split changes no result).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void min_max(const float* v, size_t len, float* lo,
-                                                                          float* hi, bool* finite) {
+BAGUA_ISA_CLONES void min_max(const float* v, size_t len, float* lo, float* hi, bool* finite) {
   constexpr size_t kLanes = 16;
   float mn[kLanes], mx[kLanes];
   uint32_t bad[kLanes];
@@ -110,8 +109,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void min_max(const 
 }
 
 // The draws of elements [index, index + len): one key per run that shares index / 2^32, then a vector loop.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void keyed_draws(uint32_t key, uint32_t first, size_t len,
-                                                                              float* out) {
+BAGUA_ISA_CLONES void keyed_draws(uint32_t key, uint32_t first, size_t len, float* out) {
   for (size_t i = 0; i < len; ++i) out[i] = keyed_draw(key, first + static_cast<uint32_t>(i));
 }
 
@@ -126,9 +124,8 @@ void stochastic_draws(const RoundingKey& key, uint64_t index, size_t len, float*
 }
 
 // Codes for one chunk, rounded to nearest (ties to even) or stochastically, clamped to [0, 2^b - 1].
-__attribute__((target_clones("avx512f", "avx2", "default"))) void quantize_values(const float* v, size_t len, Grid g,
-                                                                                  int bits, const float* draws,
-                                                                                  uint32_t* codes) {
+BAGUA_ISA_CLONES void quantize_values(const float* v, size_t len, Grid g, int bits, const float* draws,
+                                      uint32_t* codes) {
   // Two loops, so that each vectorizes. t >= 0 (v >= the chunk's min, inv_step >= 0) and t + u < 2^31, so floor is
   // the truncating conversion to int32, which vectorizes where floor() may not; the codes fit in int32.
   const float top = static_cast<float>((1u << bits) - 1);
@@ -163,8 +160,7 @@ void pack_bits(const uint32_t* codes, size_t len, uint8_t* out) {
 }
 
 // out must be zeroed first.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void pack(const uint32_t* codes, size_t len, int bits,
-                                                                       uint8_t* out) {
+BAGUA_ISA_CLONES void pack(const uint32_t* codes, size_t len, int bits, uint8_t* out) {
   switch (bits) {
     case 8:
       for (size_t i = 0; i < len; ++i) out[i] = static_cast<uint8_t>(codes[i]);
@@ -233,9 +229,7 @@ void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const Rou
 }
 
 // Dequantized values of one chunk into `out` (len floats).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void dequantize_chunk(const uint8_t* codes, size_t len,
-                                                                                   int bits, float min, float step,
-                                                                                   float* out) {
+BAGUA_ISA_CLONES void dequantize_chunk(const uint8_t* codes, size_t len, int bits, float min, float step, float* out) {
   switch (bits) {
     case 8:
       for (size_t i = 0; i < len; ++i) out[i] = min + static_cast<float>(codes[i]) * step;

@@ -10,6 +10,14 @@
 #include <cstdint>
 #include <type_traits>
 
+// The portable loops are compiled once per ISA and picked at load time (target_clones). Not under ThreadSanitizer:
+// the clones' resolvers run during relocation, before its runtime has started, and crash there.
+#if defined(__SANITIZE_THREAD__)
+#define BAGUA_ISA_CLONES
+#else
+#define BAGUA_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 namespace bagua {
 
 // One chunk's finite grid and rounding. Stochastic: u = keyed_draw(draw_key, first_index + i), and
