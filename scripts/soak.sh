@@ -188,6 +188,7 @@ for j, (t0, t1, fl) in enumerate(jobs):
             ops[int(m.group(1))] = int(m.group(2))
             shrinks += int(m.group(3)); inits.append(int(m.group(4))); rss.append(int(m.group(5)))
     total_ops += max(ops.values()) if ops else 0
+    if not ops: problems.append(f"job {j}: no rank reported its summary (see job{j}.out)")
     # Every rank still in the job at a long fault, and not on the faulty host, reports an error within the window.
     for ft, kind, h in longs:
         for rank in range(int(hosts) * int(rph)):

@@ -23,7 +23,8 @@ inline std::unique_lock<std::timed_mutex> lock_within(std::timed_mutex& m, std::
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count() + until.tv_nsec;
   until.tv_sec += static_cast<time_t>(ns / 1000000000);
   until.tv_nsec = static_cast<long>(ns % 1000000000);
-  if (pthread_mutex_timedlock(m.native_handle(), &until) == 0) return std::unique_lock<std::timed_mutex>(m, std::adopt_lock);
+  if (pthread_mutex_timedlock(m.native_handle(), &until) == 0)
+    return std::unique_lock<std::timed_mutex>(m, std::adopt_lock);
   return std::unique_lock<std::timed_mutex>(m, std::defer_lock);
 #else
   std::unique_lock<std::timed_mutex> lock(m, std::defer_lock);

@@ -344,9 +344,16 @@ std::unique_ptr<Comm> Comm::shrink() {
          kept_text);
   BAGUA_INFO("bagua_comm_shrink: old rank(s) {} of {} form the new communicator; this rank is rank {} of {}", kept_text,
              nranks_, new_rank, members.size());
+  // The ranks decide within milliseconds of each other, so they share this deadline.
+  const Deadline formation_deadline = op_deadline();
   try {
-    return form(new_rank, table, std::move(listener), secret_, config_, op_deadline());
+    return form(new_rank, table, std::move(listener), secret_, config_, formation_deadline);
   } catch (const Error& e) {
+    // Ranks see a failed formation at different times: at once (an unreachable member) or at the deadline (a member
+    // that went silent). Failing together at the deadline lets their next shrinks start together, instead of the
+    // first rank's agreement timing out before the others arrive.
+    while (!formation_deadline.expired() && !shrink_stop_.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     fail(e.status(),
          "forming the new communicator of old rank(s) {} failed (a member died after the agreement?); call "
          "bagua_comm_shrink again to go on without it: {}",

@@ -68,6 +68,9 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   if (shared_memory_allowed()) default_ucx_setting(config, "MM_ERROR_HANDLING", "y");
   // UCX's 20 s keepalive is far longer than our timeouts.
   default_ucx_setting(config, "KEEPALIVE_INTERVAL", std::to_string(std::max(timeout_ms / 3, 100)) + "ms");
+  // UCX 1.13 connects its TCP endpoints with a blocking connect() inside ucp_ep_create: to a host that drops
+  // packets (a cut link) that blocks for the kernel's SYN retries, about 127 s, past every deadline.
+  default_ucx_setting(config, "TCP_CONN_NB", "y");
   // The eager limit of SendMode::kEager sends (UCX applies it while RNDV_THRESH is auto).
   default_ucx_setting(config, "RNDV_SEND_NBR_THRESH", std::to_string(kEagerMostBytes));
 
