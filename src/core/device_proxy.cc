@@ -193,6 +193,7 @@ void DeviceOperation::advance(Transport& transport) {
     case Phase::kCopyIn:
       if (!copies_done_->done()) return;
       host_op_ = build_();
+      if (!collective_name()) set_algorithm(host_op_->collective_name(), host_op_->algorithm_name());  // relaxations
       phase_ = Phase::kRun;
       note_progress();
       [[fallthrough]];

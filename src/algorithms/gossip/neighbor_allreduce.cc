@@ -81,12 +81,17 @@ std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& 
       fmt::format("neighbor_allreduce #{} ({} x {}, {}{}, step {})", ctx.sequence, a.count, datatype_name(a.dtype),
                   topology.describe(), topology.hierarchical ? ", hierarchical" : "", a.step);
   const size_t bytes = a.count * datatype_size(a.dtype);
-  if (a.count == 0) return std::make_unique<ScheduleOp>(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, description, std::move(s));
+  auto finished = [&] {
+    auto op = std::make_unique<ScheduleOp>(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, description, std::move(s));
+    op->set_algorithm("neighbor_allreduce", topology.name(topology.hierarchical));
+    return op;
+  };
+  if (a.count == 0) return finished();
   if (!topology.hierarchical) {
     std::vector<int> members(comm.size());
     for (int r = 0; r < comm.size(); ++r) members[r] = r;
     gossip_rounds(*s, topology, members, comm.rank(), a.step, a.sendbuf, a.recvbuf, a.count, a.dtype);
-    return std::make_unique<ScheduleOp>(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, description, std::move(s));
+    return finished();
   }
   // Hierarchical: node h of the graph is host h, represented by its first rank.
   std::vector<int> leaders;
@@ -128,7 +133,7 @@ std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& 
   } else {
     spread.recvs.push_back({mine.front(), a.recvbuf, bytes});
   }
-  return std::make_unique<ScheduleOp>(BAGUA_OPKIND_NEIGHBOR_ALLREDUCE, description, std::move(s));
+  return finished();
 }
 
 }  // namespace bagua

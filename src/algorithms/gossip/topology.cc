@@ -187,14 +187,16 @@ uint64_t Topology::digest() const {
   return h;
 }
 
-std::string Topology::describe() const {
+std::string Topology::describe() const { return name(false); }
+
+const char* Topology::name(bool on_hosts) const {
   switch (kind_) {
-    case BAGUA_TOPO_RING: return "ring";
-    case BAGUA_TOPO_EXPONENTIAL: return "exponential";
-    case BAGUA_TOPO_ONE_PEER_EXPONENTIAL: return "one-peer exponential";
-    case BAGUA_TOPO_SHIFT_ONE: return "shift-one";
-    case BAGUA_TOPO_FULL: return "full";
-    default: return "user graph";
+    case BAGUA_TOPO_RING: return on_hosts ? "ring of hosts" : "ring";
+    case BAGUA_TOPO_EXPONENTIAL: return on_hosts ? "exponential over hosts" : "exponential";
+    case BAGUA_TOPO_ONE_PEER_EXPONENTIAL: return on_hosts ? "one-peer exponential over hosts" : "one-peer exponential";
+    case BAGUA_TOPO_SHIFT_ONE: return on_hosts ? "shift-one over hosts" : "shift-one";
+    case BAGUA_TOPO_FULL: return on_hosts ? "full over hosts" : "full";
+    default: return on_hosts ? "user graph of hosts" : "user graph";
   }
 }
 

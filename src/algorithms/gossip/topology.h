@@ -36,6 +36,8 @@ class Topology {
   // A digest of the graph over one period, equal on ranks that hold the same topology.
   uint64_t digest() const;
   std::string describe() const;
+  // The kind's name (a static string); on_hosts: the hierarchical form, whose graph joins hosts.
+  const char* name(bool on_hosts) const;
 
   bool hierarchical = false;  // on a multi-host communicator: built over the hosts, not the ranks
 

@@ -305,15 +305,20 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     return fmt::format("quantized_allreduce #{} ({} x {}, {}{})", sequence, a.count, datatype_name(a.dtype),
                        codec.describe(), grp.rail ? ", rail" : (grp.hierarchical ? ", hierarchical" : ""));
   };
+  // The form, for the flight recorder's counts by algorithm.
+  const char* form = grp.rail ? "rail" : (grp.hierarchical ? "hierarchical" : "flat");
   if (a.count == 0) {
     ScheduleContext ctx = context();
-    return std::make_unique<ScheduleOp>(BAGUA_OPKIND_QUANTIZED_ALLREDUCE, describe(ctx.sequence),
-                                        std::make_unique<Schedule>(ctx));
+    auto op = std::make_unique<ScheduleOp>(BAGUA_OPKIND_QUANTIZED_ALLREDUCE, describe(ctx.sequence),
+                                           std::make_unique<Schedule>(ctx));
+    op->set_algorithm("quantized_allreduce", form);
+    return op;
   }
   if (a.count * datatype_size(a.dtype) < quantized_min_bytes(comm)) {
     auto op = build_full_precision(comm, a, codec, grp, state ? state->worker_error() : nullptr,
                                    state ? state->owner_error() : nullptr, context);
     if (state) state->next_step();  // as a quantized call would, so that stochastic draws stay numbered by call
+    op->set_algorithm("quantized_allreduce", "full precision");
     return op;
   }
 
@@ -492,7 +497,9 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
       spread.recvs.push_back({grp.leader, a.recvbuf, count * elem});
     }
   }
-  return std::make_unique<ScheduleOp>(BAGUA_OPKIND_QUANTIZED_ALLREDUCE, std::move(description), std::move(s));
+  auto op = std::make_unique<ScheduleOp>(BAGUA_OPKIND_QUANTIZED_ALLREDUCE, std::move(description), std::move(s));
+  op->set_algorithm("quantized_allreduce", form);
+  return op;
 }
 
 }  // namespace bagua

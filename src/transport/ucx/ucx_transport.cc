@@ -19,10 +19,12 @@ namespace bagua {
 namespace {
 constexpr int kCloseTimeoutMs = 1000;
 
-// Sets a UCX variable in `config` unless the user set it in the environment (UCX_<name>).
-void default_ucx_setting(ucp_config_t* config, const char* name, const std::string& value) {
-  std::string env_name = std::string("UCX_") + name;
-  if (env_get(env_name.c_str()) != nullptr) return;
+// Sets a UCX variable in `config` unless the user set it in the environment (UCX_<name>, or env_name when the
+// environment spells it with a transport's prefix that ucp_config_modify does not take).
+void default_ucx_setting(ucp_config_t* config, const char* name, const std::string& value,
+                         const char* env_name = nullptr) {
+  std::string variable = env_name ? env_name : std::string("UCX_") + name;
+  if (env_get(variable.c_str()) != nullptr) return;
   ucs_status_t status = ucp_config_modify(config, name, value.c_str());
   if (status != UCS_OK) BAGUA_WARN("could not set UCX_{}={}: {}", name, value, ucs_status_string(status));
 }
@@ -70,7 +72,8 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   default_ucx_setting(config, "KEEPALIVE_INTERVAL", std::to_string(std::max(timeout_ms / 3, 100)) + "ms");
   // UCX 1.13 connects its TCP endpoints with a blocking connect() inside ucp_ep_create: to a host that drops
   // packets (a cut link) that blocks for the kernel's SYN retries, about 127 s, past every deadline.
-  default_ucx_setting(config, "TCP_CONN_NB", "y");
+  // (ucp_config_modify takes the TCP transport's field without its prefix; "TCP_CONN_NB" matched nothing.)
+  default_ucx_setting(config, "CONN_NB", "y", "UCX_TCP_CONN_NB");
   // The eager limit of SendMode::kEager sends (UCX applies it while RNDV_THRESH is auto).
   default_ucx_setting(config, "RNDV_SEND_NBR_THRESH", std::to_string(kEagerMostBytes));
 
