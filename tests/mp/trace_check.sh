@@ -4,6 +4,7 @@
 #   trace_check.sh BAGUA_RUN MP_TRACE BAGUA_TRACE
 set -euo pipefail
 run=$1 program=$2 trace=$3
+for p in "$run" "$program" "$trace"; do [ -x "$p" ] || { echo "FAIL: $p is not built"; exit 1; }; done
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export BAGUA_TIMEOUT=2
