@@ -227,10 +227,10 @@ BAGUA_API bagua_status_t bagua_comm_split(bagua_comm_t comm, int color, int key,
  * more ranks die during the agreement. Only a side holding a majority of the old ranks may form it: under a network
  * partition the others get BAGUA_ERR_REMOTE saying so, as does a rank that arrives after the survivors decided.
  * The agreement is bounded by the timeout, and forming the new communicator by another. A member that dies after
- * the agreement makes that formation fail (its error says to call shrink again) or the new communicator's first
- * operations. Ranks must call shrink on a communicator equally often. Besides abort and destroy, the one call
- * a failed communicator accepts; destroy the old communicator afterwards. Operations in flight on a healthy
- * communicator must finish first. */
+ * the agreement makes that formation fail (its error says to call shrink again; every rank returns it at the end of
+ * that second bound, so that their next shrinks start together) or the new communicator's first operations. Ranks must
+ * call shrink on a communicator equally often. Besides abort and destroy, the one call a failed communicator accepts;
+ * destroy the old communicator afterwards. Operations in flight on a healthy communicator must finish first. */
 BAGUA_API bagua_status_t bagua_comm_shrink(bagua_comm_t comm, bagua_comm_t* newcomm);
 
 /* ---- non-blocking ----
