@@ -15,8 +15,8 @@ struct MinMaxFormat {
   size_t chunk = 1024;  // elements per min/max chunk, 256 to 4096
 };
 
-// Stochastic rounding draws u in [0, 1) from a counter-based hash of (seed, step, rank, element index), so a
-// run is reproducible and any implementation (CPU, CUDA) draws the same numbers.
+// Stochastic rounding draws r in [0, 2^16) from a counter-based hash of (seed, step, rank, element index), so a
+// run is reproducible and any implementation (CPU, CUDA) draws the same numbers (quantize_math.h).
 struct RoundingKey {
   bool stochastic = false;
   uint64_t seed = 0;
@@ -28,8 +28,8 @@ struct RoundingKey {
 // Throws INVALID_ARGUMENT for bits not in {1, 2, 4, 8} or a chunk outside [256, 4096].
 void validate(const MinMaxFormat& format);
 size_t minmax_compressed_bytes(size_t count, const MinMaxFormat& format);
-// The uniform draw in [0, 1) for one element (24 random bits).
-float stochastic_draw(const RoundingKey& key, uint64_t index);
+// The draw r in [0, 2^16) of one element (stochastic_code in quantize_math.h turns it into a code).
+uint32_t stochastic_draw(const RoundingKey& key, uint64_t index);
 
 // x: count elements of dtype (BAGUA_FLOAT32, BAGUA_FLOAT16 or BAGUA_BFLOAT16); out: minmax_compressed_bytes.
 void minmax_compress(const void* x, bagua_datatype_t dtype, size_t count, const MinMaxFormat& format,

@@ -2,6 +2,7 @@
 // the grid of a chunk. __host__ __device__ under nvcc.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/half.h"
@@ -22,17 +23,17 @@ BAGUA_HD inline uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// Stochastic rounding draw v2 (docs/formats.md): a 32-bit key per (seed, step, rank, index / 2^32), made once per
-// run of elements, then one 32-bit hash per element: two 32-bit multiplies, which vectorize on any processor.
+// Stochastic rounding draw v3 (docs/formats.md). A 32-bit key per (seed, step, rank, index / 2^32), made once per
+// run of elements, as in v2; then one 32-bit hash per pair of elements (two multiplies), whose 16-bit halves are
+// the pair's draws. Vector loops hash 32 elements' draws with one 16-lane vector.
 BAGUA_HD inline uint32_t draw_key(uint64_t seed, uint64_t step, uint32_t rank, uint64_t index_high) {
   uint64_t h =
       splitmix64(seed ^ splitmix64(step ^ splitmix64((static_cast<uint64_t>(rank) << 40) ^ splitmix64(index_high))));
   return static_cast<uint32_t>(h >> 32);
 }
 
-// A bijective 32-bit mixer (xor-shift / multiply, two rounds).
-BAGUA_HD inline uint32_t mix32(uint32_t x) {
-  x ^= x >> 16;
+// A bijective 32-bit mixer: multiply, xor-shift, twice. Its input is the pair's number plus the key.
+BAGUA_HD inline uint32_t pair_hash(uint32_t x) {
   x *= 0x21f0aaadu;
   x ^= x >> 15;
   x *= 0x735a2d97u;
@@ -40,14 +41,26 @@ BAGUA_HD inline uint32_t mix32(uint32_t x) {
   return x;
 }
 
-// u in [0, 1) with 24 random bits (exact in fp32) for the element whose index has low 32 bits index_low.
-BAGUA_HD inline float keyed_draw(uint32_t key, uint32_t index_low) {
-  return static_cast<float>(mix32(index_low ^ key) >> 8) * (1.0f / 16777216.0f);
+// r in [0, 2^16) for the element whose index has low 32 bits index_low. Elements i and i + 16 of each aligned block
+// of 32 indices share a pair: the low half of its hash is the first's draw, the high half the second's.
+BAGUA_HD inline uint32_t keyed_draw16(uint32_t key, uint32_t index_low) {
+  uint32_t h = pair_hash((((index_low >> 5) << 4) | (index_low & 15u)) + key);
+  return (index_low & 16u) ? h >> 16 : h & 0xffffu;
 }
 
 // The draw of one element, keyed by (seed, step, rank, element index).
-BAGUA_HD inline float rounding_draw(uint64_t seed, uint64_t step, uint32_t rank, uint64_t index) {
-  return keyed_draw(draw_key(seed, step, rank, index >> 32), static_cast<uint32_t>(index));
+BAGUA_HD inline uint32_t rounding_draw16(uint64_t seed, uint64_t step, uint32_t rank, uint64_t index) {
+  return keyed_draw16(draw_key(seed, step, rank, index >> 32), static_cast<uint32_t>(index));
+}
+
+// The stochastic code of s = (x - min) * inv_step with draw r: floor((rint(s * 2^16) + r) / 2^16), at most top.
+// Its mean over r is rint(s * 2^16) / 2^16, within 2^-17 of s. s >= 0, or NaN where a range that overflows has
+// step 0 (x - min = Inf): code 0.
+BAGUA_HD inline int32_t stochastic_code(float s, uint32_t r, int32_t top) {
+  float fixed = s * 65536.0f;
+  if (fixed != fixed) return 0;
+  int32_t code = (static_cast<int32_t>(rintf(fixed)) + static_cast<int32_t>(r)) >> 16;
+  return code < top ? code : top;
 }
 
 }  // namespace bagua

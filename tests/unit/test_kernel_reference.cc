@@ -1,6 +1,6 @@
 // The min-max and sign kernels against a plain re-implementation of docs/formats.md, byte for byte and bit for bit.
 // Oracle: the reference functions below, written from the format text one element at a time (no SIMD, no chunk
-// tricks), sharing with the library only rounding_draw, the documented draw. Inputs cover every bits value, chunk
+// tricks), sharing with the library only the documented draw (stochastic_draw). Inputs cover every bits value, chunk
 // sizes that are and are not multiples of the vector width, lengths with every tail, constant chunks, signed
 // zeros, NaN and Inf, ranges that overflow fp32, and a stochastic key whose indices cross 2^32. ctest runs these cases
 // once per CPU path (BAGUA_CPU_KERNELS=scalar, avx2, and the best this CPU has), so each hand-written loop is checked.
@@ -61,7 +61,14 @@ std::vector<uint8_t> ref_minmax(const std::vector<float>& x, std::vector<float>*
     for (size_t i = 0; i < len && finite; ++i) {
       float s = (t[i] - lo) * inv;
       if (s != s) continue;  // a range that overflows has step 0, and x - min = Inf gives NaN: code 0
-      float r = key.stochastic ? std::floor(s + stochastic_draw(key, key.index_base + begin + i)) : std::rint(s);
+      if (key.stochastic) {
+        // (rint(s * 2^16) + r) / 2^16 rounded down, at most the top code.
+        const double fixed =
+            std::rint(static_cast<double>(s) * 65536.0) + stochastic_draw(key, key.index_base + begin + i);
+        codes[i] = static_cast<uint32_t>(std::min(std::floor(fixed / 65536.0), static_cast<double>(levels)));
+        continue;
+      }
+      float r = std::rint(s);
       r = r < 0.0f ? 0.0f : (r > levels ? levels : r);
       codes[i] = static_cast<uint32_t>(r);
     }

@@ -155,7 +155,7 @@ TEST_CASE("stochastic rounding is unbiased and reproducible", "[quantize]") {
 
 TEST_CASE("stochastic codes follow the documented draw, across a 2^32 index boundary", "[quantize]") {
   // Oracle: docs/formats.md, element by element: t = (x - min) * ((2^b - 1) / (max - min)), code =
-  // clamp(floor(t + u)) with u = rounding_draw(seed, step, rank, index) (the function the CUDA kernel calls).
+  // stochastic_code(t, r) with r = rounding_draw16(seed, step, rank, index) (the functions the CUDA kernel calls).
   for (int bits : {1, 2, 4, 8}) {
     MinMaxFormat f{bits, 512};
     std::vector<float> x = random_vector(1000, 3.0f, 17 + static_cast<uint32_t>(bits));
@@ -171,8 +171,8 @@ TEST_CASE("stochastic codes follow the documented draw, across a 2^32 index boun
       const float levels = static_cast<float>((1u << bits) - 1), inv = levels / (hi - lo);
       for (size_t i = 0; i < len; ++i) {
         float t = (x[begin + i] - lo) * inv;
-        float r = std::floor(t + rounding_draw(key.seed, key.step, key.rank, key.index_base + begin + i));
-        r = r < 0.0f ? 0.0f : (r > levels ? levels : r);
+        int32_t r = stochastic_code(t, rounding_draw16(key.seed, key.step, key.rank, key.index_base + begin + i),
+                                    static_cast<int32_t>(levels));
         const size_t per_byte = 8 / static_cast<size_t>(bits);
         uint32_t code = (block[8 + i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
         INFO("bits " << bits << " element " << begin + i);

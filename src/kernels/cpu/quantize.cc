@@ -109,13 +109,13 @@ BAGUA_ISA_CLONES void min_max(const float* v, size_t len, float* lo, float* hi, 
 }
 
 // The draws of elements [index, index + len): one key per run that shares index / 2^32, then a vector loop.
-BAGUA_ISA_CLONES void keyed_draws(uint32_t key, uint32_t first, size_t len, float* out) {
-  for (size_t i = 0; i < len; ++i) out[i] = keyed_draw(key, first + static_cast<uint32_t>(i));
+BAGUA_ISA_CLONES void keyed_draws(uint32_t key, uint32_t first, size_t len, uint32_t* out) {
+  for (size_t i = 0; i < len; ++i) out[i] = keyed_draw16(key, first + static_cast<uint32_t>(i));
 }
 
-void stochastic_draws(const RoundingKey& key, uint64_t index, size_t len, float* out) {
+void stochastic_draws(const RoundingKey& key, uint64_t index, size_t len, uint32_t* out) {
   while (len > 0) {
-    uint64_t run = std::min<uint64_t>(len, (uint64_t{1} << 32) - (index & 0xffffffffu));  // to the next 2^32
+    size_t run = static_cast<size_t>(std::min<uint64_t>(len, (uint64_t{1} << 32) - (index & 0xffffffffu)));
     keyed_draws(draw_key(key.seed, key.step, key.rank, index >> 32), static_cast<uint32_t>(index), run, out);
     index += run;
     out += run;
@@ -123,21 +123,18 @@ void stochastic_draws(const RoundingKey& key, uint64_t index, size_t len, float*
   }
 }
 
-// Codes for one chunk, rounded to nearest (ties to even) or stochastically, clamped to [0, 2^b - 1].
-BAGUA_ISA_CLONES void quantize_values(const float* v, size_t len, Grid g, int bits, const float* draws,
+// Codes for one chunk, rounded to nearest (ties to even) or stochastically (stochastic_code with the draws),
+// clamped to [0, 2^b - 1].
+BAGUA_ISA_CLONES void quantize_values(const float* v, size_t len, Grid g, int bits, const uint32_t* draws,
                                       uint32_t* codes) {
-  // Two loops, so that each vectorizes. t >= 0 (v >= the chunk's min, inv_step >= 0) and t + u < 2^31, so floor is
-  // the truncating conversion to int32, which vectorizes where floor() may not; the codes fit in int32.
-  const float top = static_cast<float>((1u << bits) - 1);
+  const int32_t top_code = static_cast<int32_t>((1u << bits) - 1);
   if (draws) {
-    for (size_t i = 0; i < len; ++i) {
-      float t = (v[i] - g.min) * g.inv_step;
-      float r = static_cast<float>(static_cast<int32_t>(t + draws[i]));  // floor(t + u)
-      r = r > top ? top : r;
-      codes[i] = static_cast<uint32_t>(static_cast<int32_t>(r));
-    }
+    for (size_t i = 0; i < len; ++i)
+      codes[i] = static_cast<uint32_t>(stochastic_code((v[i] - g.min) * g.inv_step, draws[i], top_code));
     return;
   }
+  // t >= 0 (v >= the chunk's min, inv_step >= 0) and below 2^31, so the codes fit in int32.
+  const float top = static_cast<float>(top_code);
   for (size_t i = 0; i < len; ++i) {
     float t = (v[i] - g.min) * g.inv_step;
     float r = std::rint(t);  // default rounding mode: ties to even
@@ -197,9 +194,11 @@ void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const Rou
   put_header_float(out + 4, g.max);
   uint8_t* codes_out = out + kHeaderBytes;
   size_t done = 0;
-  // The vector loop draws with one key: the chunk must not cross a 2^32 index boundary (the portable loop may).
+  // The vector loop draws with one key, so the chunk must not cross a 2^32 index boundary, and folds 2^16 into
+  // inv_step, which must stay finite (the portable loop takes both cases).
   const bool one_key = len == 0 || (index >> 32) == ((index + len - 1) >> 32);
-  if (!g.poisoned && loops && (!key.stochastic || one_key)) {
+  const bool foldable = std::isfinite(g.inv_step * 65536.0f);
+  if (!g.poisoned && loops && (!key.stochastic || (one_key && foldable))) {
     EncodeGrid grid{f.bits,
                     g.min,
                     g.step,
@@ -213,7 +212,7 @@ void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const Rou
   std::memset(codes_out + done_bytes, 0, code_bytes(len, f.bits) - done_bytes);
   if (rest == 0) return;
   uint32_t codes[4096];
-  float draws[4096];
+  uint32_t draws[4096];
   if (g.poisoned) {
     std::fill(codes, codes + rest, 0u);
   } else {
@@ -300,8 +299,8 @@ size_t minmax_compressed_bytes(size_t count, const MinMaxFormat& f) {
   return full * (kHeaderBytes + code_bytes(f.chunk, f.bits)) + (rest ? kHeaderBytes + code_bytes(rest, f.bits) : 0);
 }
 
-float stochastic_draw(const RoundingKey& key, uint64_t index) {
-  return rounding_draw(key.seed, key.step, key.rank, index);
+uint32_t stochastic_draw(const RoundingKey& key, uint64_t index) {
+  return rounding_draw16(key.seed, key.step, key.rank, index);
 }
 
 void minmax_compress(const void* x, bagua_datatype_t dtype, size_t count, const MinMaxFormat& f, const RoundingKey& key,

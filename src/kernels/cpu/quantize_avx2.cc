@@ -21,16 +21,23 @@ inline __m256 canonical(__m256 v) {
   return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
-// keyed_draw (quantize_math.h) for eight consecutive indices.
-inline __m256 draws8(__m256i key, uint32_t first) {
-  __m256i h = _mm256_xor_si256(
-      _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), key);
-  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
-  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(0x21f0aaad));
+// pair_hash (quantize_math.h) of eight keyed pairs (pair + key).
+inline __m256i pair_hash8(__m256i pairs) {
+  __m256i h = _mm256_mullo_epi32(pairs, _mm256_set1_epi32(0x21f0aaad));
   h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
   h = _mm256_mullo_epi32(h, _mm256_set1_epi32(0x735a2d97));
-  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), _mm256_set1_ps(1.0f / 16777216.0f));
+  return _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
+}
+
+// keyed_draw16 for eight consecutive indices from any first index (a chunk that does not start at a multiple of 32).
+inline __m256i draws8_any(__m256i key, uint32_t first) {
+  const __m256i index =
+      _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i pair = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(index, 5), 4),
+                                 _mm256_and_si256(index, _mm256_set1_epi32(15)));
+  __m256i h = pair_hash8(_mm256_add_epi32(pair, key));
+  return _mm256_and_si256(_mm256_srlv_epi32(h, _mm256_and_si256(index, _mm256_set1_epi32(16))),
+                          _mm256_set1_epi32(0xffff));
 }
 
 // 32 int32 codes (each < 256) as 32 bytes in element order.
@@ -39,23 +46,42 @@ inline __m256i bytes32(const __m256i c[4]) {
   return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-template <int Bits, bool Stochastic, bool Feedback>
+template <int Bits, bool Stochastic, bool Feedback, bool PairedDraws>
 size_t encode(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, float* error) {
   const __m256 vmin = _mm256_set1_ps(g.min), vinv = _mm256_set1_ps(g.inv_step), vstep = _mm256_set1_ps(g.step);
+  const __m256 fixed_scale = _mm256_set1_ps(g.inv_step * 65536.0f);  // finite: the caller checks
   const __m256i top_int = _mm256_set1_epi32((1 << Bits) - 1);
   const __m256i key = _mm256_set1_epi32(static_cast<int>(g.draw_key));
+  // Paired draws: elements [i, i + 32) are the sixteen pairs from (first_index + i) / 2 (kept plus the key), eight
+  // in each hash vector:
+  // the first covers elements 0-7 (low halves) and 16-23 (high halves), the second 8-15 and 24-31.
+  __m256i pairs = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>((g.first_index >> 1) + g.draw_key)),
+                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   size_t i = 0;
   for (; i + 32 <= len; i += 32) {
     __m256i c[4];
+    __m256i draws[4];
+    if constexpr (Stochastic && PairedDraws) {
+      for (int k = 0; k < 2; ++k) {
+        __m256i h = pair_hash8(pairs);
+        pairs = _mm256_add_epi32(pairs, _mm256_set1_epi32(8));
+        draws[k] = _mm256_and_si256(h, _mm256_set1_epi32(0xffff));
+        draws[k + 2] = _mm256_srli_epi32(h, 16);
+      }
+    }
     for (int k = 0; k < 4; ++k) {
       const size_t at = i + 8 * static_cast<size_t>(k);
       if (k % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(t + at) + kPrefetchBytes, _MM_HINT_T0);
       __m256 x = _mm256_loadu_ps(t + at);
-      __m256 s = _mm256_mul_ps(_mm256_sub_ps(x, vmin), vinv);
       if constexpr (Stochastic) {
-        __m256 u = draws8(key, g.first_index + static_cast<uint32_t>(at));
-        c[k] = _mm256_min_epi32(_mm256_cvttps_epi32(_mm256_add_ps(s, u)), top_int);
+        // stochastic_code: (rint(s * 2^16) + r) >> 16 with 2^16 folded into inv_step. A NaN s converts to
+        // INT_MIN and gives a negative code, which every pack below writes as 0.
+        if constexpr (!PairedDraws) draws[k] = draws8_any(key, g.first_index + static_cast<uint32_t>(at));
+        __m256i fixed = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_sub_ps(x, vmin), fixed_scale),
+                                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        c[k] = _mm256_min_epi32(_mm256_srai_epi32(_mm256_add_epi32(fixed, draws[k]), 16), top_int);
       } else {
+        __m256 s = _mm256_mul_ps(_mm256_sub_ps(x, vmin), vinv);
         // The conversion rounds to nearest even (the default mode, as rint); s >= 0 and below 2^31.
         c[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
                                 top_int);
@@ -88,16 +114,17 @@ size_t encode(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, f
   return i;
 }
 
-template <int Bits, bool Stochastic>
+template <int Bits, bool Stochastic, bool PairedDraws = false>
 size_t encode_with(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, float* error) {
-  return error ? encode<Bits, Stochastic, true>(t, len, g, codes, error)
-               : encode<Bits, Stochastic, false>(t, len, g, codes, error);
+  return error ? encode<Bits, Stochastic, true, PairedDraws>(t, len, g, codes, error)
+               : encode<Bits, Stochastic, false, PairedDraws>(t, len, g, codes, error);
 }
 
 template <int Bits>
 size_t encode_bits(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, float* error) {
-  return g.stochastic ? encode_with<Bits, true>(t, len, g, codes, error)
-                      : encode_with<Bits, false>(t, len, g, codes, error);
+  if (!g.stochastic) return encode_with<Bits, false>(t, len, g, codes, error);
+  return g.first_index % 32 == 0 ? encode_with<Bits, true, true>(t, len, g, codes, error)
+                                 : encode_with<Bits, true, false>(t, len, g, codes, error);
 }
 
 template <int Bits, bool Accumulate>

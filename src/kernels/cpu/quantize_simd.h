@@ -20,8 +20,8 @@
 
 namespace bagua {
 
-// One chunk's finite grid and rounding. Stochastic: u = keyed_draw(draw_key, first_index + i), and
-// first_index + len must not pass 2^32.
+// One chunk's finite grid and rounding. Stochastic: r = keyed_draw16(draw_key, first_index + i), first_index + len
+// must not pass 2^32, and inv_step * 2^16 must be finite.
 struct EncodeGrid {
   int bits;
   float min, step, inv_step;

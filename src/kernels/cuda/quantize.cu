@@ -1,6 +1,6 @@
 // CUDA min-max quantization ("minmax v1", docs/formats.md): one block per chunk. The block finds the chunk's
 // min and max (exact, so the reduction order does not matter), then each thread forms whole code bytes with
-// the CPU's arithmetic: t = (x - min) * inv_step, rint or floor(t + u), clamp.
+// the CPU's arithmetic: t = (x - min) * inv_step, rint or stochastic_code (quantize_math.h), clamp.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -97,7 +97,12 @@ __global__ void compress_kernel(const void* x, bagua_datatype_t dtype, float* er
       size_t i = byte * per_byte + k;
       if (i >= len || g.poisoned) continue;
       float t = (v[i] - g.min) * g.inv_step;
-      float r = stochastic ? floorf(t + rounding_draw(seed, step, rank, index_base + begin + i)) : rintf(t);
+      if (stochastic) {
+        uint32_t r = rounding_draw16(seed, step, rank, index_base + begin + i);
+        packed |= static_cast<uint32_t>(stochastic_code(t, r, static_cast<int32_t>(top))) << (k * bits);
+        continue;
+      }
+      float r = rintf(t);
       r = r < 0.0f ? 0.0f : (r > top ? top : r);
       packed |= static_cast<uint32_t>(r) << (k * bits);
     }
