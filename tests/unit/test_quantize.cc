@@ -183,6 +183,52 @@ TEST_CASE("stochastic codes follow the documented draw, across a 2^32 index boun
   }
 }
 
+TEST_CASE("draw v3 is the one docs/formats.md describes, and its draws are uniform", "[quantize]") {
+  // Oracle: the text of docs/formats.md, written out here without the library's helpers: SplitMix64's finalizer
+  // for the key, then one hash per pair (elements i and i + 16 of each aligned block of 32), low half for the first.
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  auto documented = [&](uint64_t seed, uint64_t step, uint32_t rank, uint64_t index) {
+    const uint32_t key = static_cast<uint32_t>(
+        mix(seed ^ mix(step ^ mix((static_cast<uint64_t>(rank) << 40) ^ mix(index >> 32)))) >> 32);
+    const uint32_t i = static_cast<uint32_t>(index);
+    uint32_t x = (((i >> 5) << 4) | (i & 15u)) + key;
+    x *= 0x21f0aaadu;
+    x ^= x >> 15;
+    x *= 0x735a2d97u;
+    x ^= x >> 15;
+    return (i & 16u) ? x >> 16 : x & 0xffffu;
+  };
+  const RoundingKey key{true, 0x5eed, 77, 6, 0};
+  for (uint64_t base : {uint64_t{0}, uint64_t{13}, (uint64_t{1} << 32) - 40, uint64_t{0xfffffffffffffff0ull}})
+    for (uint64_t k = 0; k < 80; ++k) {
+      INFO("index " << base + k);
+      REQUIRE(stochastic_draw(key, base + k) == documented(key.seed, key.step, key.rank, base + k));
+    }
+  // Uniform: over 2^20 consecutive indices the mean of r / 2^16 is within 5 standard errors of 1/2, and each of
+  // 256 bins of r holds its share within 5 standard deviations (binomial).
+  const size_t n = size_t{1} << 20;
+  std::vector<size_t> bins(256, 0);
+  double sum = 0;
+  size_t out_of_range = 0;
+  for (size_t k = 0; k < n; ++k) {
+    uint32_t r = stochastic_draw(key, k);
+    out_of_range += r >= 65536u;
+    sum += r / 65536.0;
+    ++bins[(r >> 8) & 255u];
+  }
+  CHECK(out_of_range == 0);
+  CHECK(std::fabs(sum / n - 0.5) < 5 * std::sqrt(1.0 / 12 / n));
+  const double expected = n / 256.0, sd = std::sqrt(expected * (1 - 1 / 256.0));
+  for (size_t b = 0; b < bins.size(); ++b) {
+    INFO("bin " << b);
+    CHECK(std::fabs(static_cast<double>(bins[b]) - expected) < 5 * sd);
+  }
+}
+
 TEST_CASE("error feedback telescopes", "[quantize]") {
   MinMaxFormat f{1, 256};
   const size_t n = 1024;
