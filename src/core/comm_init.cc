@@ -101,21 +101,29 @@ std::unique_ptr<Comm> Comm::create(int nranks, int rank, const RootLocation& roo
 // receives that match its peers' sends. Tag kind 0 is this exchange's (algorithms/tags.h starts at 1).
 void Comm::warm_up(Deadline deadline) {
   if (nranks_ == 1) return;
-  std::vector<int> peers;
-  auto add = [&](int p) {
-    if (p != rank_ && std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
-  };
   const std::vector<int>& ring = layout_.ring_order();
-  auto here = std::find(ring.begin(), ring.end(), rank_);
-  if (here != ring.end()) {
-    size_t i = static_cast<size_t>(here - ring.begin());
-    add(ring[(i + 1) % ring.size()]);
-    add(ring[(i + ring.size() - 1) % ring.size()]);
-  }
-  for (int d = 1; d < nranks_; d *= 2) {
-    add((rank_ + d) % nranks_);
-    add((rank_ - d % nranks_ + nranks_) % nranks_);
-  }
+  std::vector<int> ring_index(static_cast<size_t>(nranks_), -1);
+  for (size_t i = 0; i < ring.size(); ++i) ring_index[static_cast<size_t>(ring[i])] = static_cast<int>(i);
+  auto peers_of = [&](int r) {
+    std::vector<int> peers;
+    auto add = [&](int p) {
+      if (p != r && std::find(peers.begin(), peers.end(), p) == peers.end()) peers.push_back(p);
+    };
+    if (const int i = ring_index[static_cast<size_t>(r)]; i >= 0) {
+      const int size = static_cast<int>(ring.size());
+      add(ring[static_cast<size_t>((i + 1) % size)]);
+      add(ring[static_cast<size_t>((i + size - 1) % size)]);
+    }
+    for (int d = 1; d < nranks_; d *= 2) {
+      add((r + d) % nranks_);
+      add((r - d % nranks_ + nranks_) % nranks_);
+    }
+    return peers;
+  };
+  auto on_this_host = [&](int r, const std::vector<int>& of) {
+    return static_cast<size_t>(std::count_if(of.begin(), of.end(), [&](int p) { return host_of(p) == host_of(r); }));
+  };
+  const std::vector<int> peers = peers_of(rank_);
   // A failure cancels every transfer (they point at the buffers below) and tells the neighbours, so that they
   // report this rank instead of waiting for its messages.
   auto give_up = [&](bagua_status_t status, const std::string& message) {
@@ -177,11 +185,15 @@ void Comm::warm_up(Deadline deadline) {
   const bool single_copy = large <= (2u << 20);
   std::vector<uint8_t> out(std::max(held_bytes, single_copy ? large : eager_bytes), 0), in(out.size());
 
+  // Both ends of a pair must agree on how many messages go between them, so every rank shares kHeldMessages out
+  // by the largest number of same-host peers that any rank has.
   std::vector<int> local;
   for (int peer : peers)
     if (host_of(peer) == host_of(rank_)) local.push_back(peer);
+  size_t most_local = 0;
+  for (int r = 0; r < nranks_; ++r) most_local = std::max(most_local, on_this_host(r, peers_of(r)));
   const int held_rounds =
-      local.empty() ? 0 : (kHeldMessages + static_cast<int>(local.size()) - 1) / static_cast<int>(local.size());
+      most_local == 0 ? 0 : (kHeldMessages + static_cast<int>(most_local) - 1) / static_cast<int>(most_local);
   const int marker = held_rounds;
   std::vector<Transfer> held(local.size() * static_cast<size_t>(held_rounds)), held_recvs(held.size());
   std::vector<Transfer> markers(local.size() * 2);
