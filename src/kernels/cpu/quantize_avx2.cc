@@ -53,8 +53,8 @@ size_t encode(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, f
   const __m256i top_int = _mm256_set1_epi32((1 << Bits) - 1);
   const __m256i key = _mm256_set1_epi32(static_cast<int>(g.draw_key));
   // Paired draws: elements [i, i + 32) are the sixteen pairs from (first_index + i) / 2 (kept plus the key), eight
-  // in each hash vector:
-  // the first covers elements 0-7 (low halves) and 16-23 (high halves), the second 8-15 and 24-31.
+  // in each hash vector. The first covers elements 0-7 (low halves) and 16-23 (high halves), the second 8-15 and
+  // 24-31.
   __m256i pairs = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>((g.first_index >> 1) + g.draw_key)),
                                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   size_t i = 0;

@@ -49,7 +49,7 @@ inline __m512i draws16_any(__m512i key, uint32_t first) {
 
 // Conversions of sixteen elements. Nearest: rint(s), ties to even; s >= 0 and at most the top code, since
 // s <= (max - min) * ((2^b - 1) / (max - min)) rounds to no more than 2^b - 1. Stochastic with draws r: the fixed-point
-// sum rint(s * 2^16) + r, whose bits 16 and up are the code (stochastic_code) before clamping; fixed_scale folds
+// sum rint(s * 2^16) + r, whose bits 16 and up are the code (stochastic_code) before clamping; `scale` then folds
 // 2^16 into inv_step (exact: the caller checks that it is finite). A NaN s (step 0 after an overflowing range)
 // converts to INT_MIN, which every path below turns into code 0.
 template <bool Stochastic>
