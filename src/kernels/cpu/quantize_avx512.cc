@@ -118,10 +118,12 @@ size_t encode(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, f
     if constexpr (Bits == 1) {
       // Code 1 where the code (or the stochastic sum's bits 16 and up) is positive; INT_MIN lanes give 0.
       const __m512i threshold = _mm512_set1_epi32(Stochastic && !Feedback ? 65535 : 0);
-      for (int k = 0; k < 4; ++k) {
-        uint16_t m = _mm512_cmpgt_epi32_mask(v[k], threshold);
-        std::memcpy(out + 2 * k, &m, 2);
-      }
+      const __mmask32 low =
+          _mm512_kunpackw(_mm512_cmpgt_epi32_mask(v[1], threshold), _mm512_cmpgt_epi32_mask(v[0], threshold));
+      const __mmask32 high =
+          _mm512_kunpackw(_mm512_cmpgt_epi32_mask(v[3], threshold), _mm512_cmpgt_epi32_mask(v[2], threshold));
+      const uint64_t m = _cvtmask64_u64(_mm512_kunpackd(high, low));
+      std::memcpy(out, &m, 8);
     } else {
       // Without error a stochastic lane holds the sum, whose high word is the code; with error, the clamped code.
       constexpr bool kHighWords = Stochastic && !Feedback;
