@@ -23,6 +23,7 @@ struct CostModel {
   double direct_move_factor = 0.6;  // direct allreduce: time per byte moved against the ring's (it reads N
                                     // and writes N per rank, the ring reads 1.5N and writes N)
   double cross_memory_us = 1.0;     // one process_vm_readv/writev call of a direct allreduce segment
+  double shared_copy_factor = 0.5;  // alltoall through shared segments: time per byte against a single-copy read
   // A quantized allreduce of fewer input bytes sends full precision: below these sizes its extra rounds and
   // compression cost more than the bytes it saves (bagua_quantized_perf, docs/relaxations.md). Within one host
   // (shared memory) and across hosts (1 Gbit/s test bed). BAGUA_QUANTIZED_MIN_BYTES overrides both.

@@ -159,19 +159,21 @@ CallDetails collective_details(const CollectiveArgs& args, const char* algorithm
 
 ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op, CallDetails details) {
   const bool fingerprints = comm.config().fingerprints;
-  return ScheduleContext{comm.rank(),
-                         comm.size(),
-                         fingerprints ? call_fingerprint(kind, dtype, op, details) : kind_only_fingerprint(kind),
-                         fingerprints ? kTagFingerprintMask : 0,
-                         comm.next_collective_sequence(),
-                         kind,
-                         dtype,
-                         op,
-                         comm.config().ring_segment_bytes,
-                         comm.config().ring_window,
-                         comm.ring_order(),
-                         comm.hosts(),
-                         [&comm] { comm.check_peers_now(); }};
+  ScheduleContext ctx{comm.rank(),
+                      comm.size(),
+                      fingerprints ? call_fingerprint(kind, dtype, op, details) : kind_only_fingerprint(kind),
+                      fingerprints ? kTagFingerprintMask : 0,
+                      comm.next_collective_sequence(),
+                      kind,
+                      dtype,
+                      op,
+                      comm.config().ring_segment_bytes,
+                      comm.config().ring_window,
+                      comm.ring_order(),
+                      comm.hosts(),
+                      [&comm] { comm.check_peers_now(); }};
+  ctx.shared_segments = comm.shared_segments();
+  return ctx;
 }
 
 namespace {

@@ -9,21 +9,21 @@ namespace bagua {
 extern const AlgorithmEntry kAllreduceRing, kAllreduceRd, kAllreduceRabenseifner, kAllreduceTree, kAllreduceDirect,
     kAllreduceHier, kAllreduceHierLeader, kReduceScatterRing, kReduceScatterDirect, kAllgatherRing, kAllgatherRd,
     kAllgatherDirect, kAllgatherHier, kBroadcastTree, kBroadcastScatterAllgather, kBroadcastHier, kReduceTree,
-    kReduceRsGather, kReduceHier, kAlltoallDirect, kAlltoallPairwise, kAlltoallvDirect, kAlltoallvPairwise,
-    kGatherDirect, kScatterDirect, kBarrierDissemination;
+    kReduceRsGather, kReduceHier, kAlltoallDirect, kAlltoallPairwise, kAlltoallSharedMemory, kAlltoallvDirect,
+    kAlltoallvPairwise, kGatherDirect, kScatterDirect, kBarrierDissemination;
 
 namespace {
 
 const AlgorithmEntry* const kTable[] = {
-    &kAllreduceRing,       &kAllreduceRd,          &kAllreduceRabenseifner,
-    &kAllreduceTree,       &kAllreduceDirect,      &kAllreduceHier,
-    &kAllreduceHierLeader, &kReduceScatterRing,    &kReduceScatterDirect,
-    &kAllgatherRing,       &kAllgatherRd,          &kAllgatherDirect,
-    &kAllgatherHier,       &kBroadcastTree,        &kBroadcastScatterAllgather,
-    &kBroadcastHier,       &kReduceTree,           &kReduceRsGather,
-    &kReduceHier,          &kAlltoallDirect,       &kAlltoallPairwise,
-    &kAlltoallvDirect,     &kAlltoallvPairwise,    &kGatherDirect,
-    &kScatterDirect,       &kBarrierDissemination,
+    &kAllreduceRing,        &kAllreduceRd,       &kAllreduceRabenseifner,
+    &kAllreduceTree,        &kAllreduceDirect,   &kAllreduceHier,
+    &kAllreduceHierLeader,  &kReduceScatterRing, &kReduceScatterDirect,
+    &kAllgatherRing,        &kAllgatherRd,       &kAllgatherDirect,
+    &kAllgatherHier,        &kBroadcastTree,     &kBroadcastScatterAllgather,
+    &kBroadcastHier,        &kReduceTree,        &kReduceRsGather,
+    &kReduceHier,           &kAlltoallDirect,    &kAlltoallPairwise,
+    &kAlltoallSharedMemory, &kAlltoallvDirect,   &kAlltoallvPairwise,
+    &kGatherDirect,         &kScatterDirect,     &kBarrierDissemination,
 };
 
 std::array<std::vector<Algorithm>, static_cast<size_t>(Collective::kCount)> by_collective() {

@@ -81,6 +81,7 @@ void progress_in_flight() {
 
 void ScheduleOp::advance(Transport& transport) {
   if (!started_) {
+    if (schedule_->start_gate() && !schedule_->start_gate()()) return;
     started_ = true;
     run_steps(schedule_->prologue(), transport);
   }

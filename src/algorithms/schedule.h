@@ -15,6 +15,7 @@
 
 #include "core/operation.h"
 #include "core/tags.h"
+#include "transport/shared_segments.h"
 
 namespace bagua {
 
@@ -116,6 +117,8 @@ struct ScheduleContext {
   // For local steps that write into peers' memory: throws when the communicator has failed or been aborted,
   // after taking in the bootstrap ring's failure notices. Empty: no check.
   std::function<void()> check_peers;
+  // Shared memory between the ranks of a one-host communicator, when it has it (else nullptr).
+  SharedSegments* shared_segments = nullptr;
   int ring_position() const { return ring_order.empty() ? rank : position_of(rank); }
   int ring_rank(int position) const { return ring_order.empty() ? position : ring_order[position]; }
   int ring_next() const { return ring_rank((ring_position() + 1) % nranks); }
@@ -144,6 +147,9 @@ class Schedule {
   std::vector<Round>& rounds() { return rounds_; }
   // Local steps that run before the first round (e.g. out-of-place copies).
   std::vector<LocalStep>& prologue() { return prologue_; }
+  // When set, the operation starts (runs its prologue) only once this returns true; it is asked again on every
+  // advance. For a resource that one operation at a time may use.
+  std::function<bool()>& start_gate() { return start_gate_; }
   // A local step that runs after everything added so far.
   void then(const LocalStep& step) {
     if (rounds_.empty())
@@ -167,6 +173,7 @@ class Schedule {
   ScheduleContext ctx_;
   std::vector<Round> rounds_;
   std::vector<LocalStep> prologue_;
+  std::function<bool()> start_gate_;
   std::vector<std::shared_ptr<uint8_t[]>> scratch_;  // from take_scratch
   std::vector<std::shared_ptr<void>> held_;
   uint64_t direct_sent_ = 0;

@@ -28,7 +28,10 @@ constexpr EnvSetting kSettings[] = {
     {"BAGUA_TOPO_FILE", "hwloc XML standing in for this machine", "user"},
     {"BAGUA_BIND", "1: bind each rank's threads to its NUMA node", "user"},
     {"BAGUA_CPU_KERNELS", "scalar or avx2: use slower CPU reduction and compression loops than the CPU allows", "user"},
-    {"BAGUA_CMA", "0: no cross-memory attach between ranks of a host (no single-copy, no direct allreduce)", "user"},
+    {"BAGUA_CMA",
+     "0: no cross-memory attach between ranks of a host (no single-copy, no direct allreduce, no shared-memory "
+     "alltoall)",
+     "user"},
     {"BAGUA_RING_SEGMENT", "bytes per segment of the pipelined ring allreduce (default 512K)", "user"},
     {"BAGUA_RING_WINDOW", "segments of the ring allreduce in flight at once (default 4)", "user"},
     {"BAGUA_SINGLE_COPY_MIN", "smallest message sent by single-copy between ranks of a host", "user"},

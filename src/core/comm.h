@@ -20,6 +20,7 @@
 #include "core/config.h"
 #include "core/operation.h"
 #include "topology/host_identity.h"
+#include "transport/shared_segments.h"
 #include "transport/transport.h"
 
 namespace bagua {
@@ -94,6 +95,9 @@ class Comm {
   void count_quantized_full_precision() { quantized_full_precision_.fetch_add(1, std::memory_order_relaxed); }
   // Whether every rank of each host can read and write its host peers' memory (agreed by all ranks at init).
   bool cross_memory() const { return cross_memory_; }
+  // Shared memory between the ranks of a one-host communicator (transport/shared_segments.h); nullptr when the
+  // communicator spans hosts, has one rank, or cross_memory() is false.
+  SharedSegments* shared_segments() const { return shared_segments_.get(); }
   CommAttachment* attachment() const { return attachment_.get(); }
   void set_attachment(std::unique_ptr<CommAttachment> attachment) { attachment_ = std::move(attachment); }
   // The device data path of this communicator (core/device_proxy.h), started on first use.
@@ -139,6 +143,7 @@ class Comm {
   std::atomic<bool> shrink_stop_{false};  // set by abort(): a running shrink gives up
   std::unique_ptr<Transport> transport_;
   bool cross_memory_ = false;
+  std::unique_ptr<SharedSegments> shared_segments_;
   std::unique_ptr<CommAttachment> attachment_;
   std::mutex device_proxy_mutex_;
   std::unique_ptr<DeviceProxy> device_proxy_;

@@ -284,11 +284,29 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   std::vector<bool> same_host(nranks);
   for (int r = 0; r < nranks; ++r) same_host[r] = r != rank && table.ranks[r].host_id == table.ranks[rank].host_id;
   std::vector<Bytes> probes = comm->ring_->allgather(comm->transport_->single_copy_probe_blob(), deadline);
-  Bytes verdict = {static_cast<uint8_t>(comm->transport_->single_copy_probe(probes, same_host) ? 1 : 0)};
+  bool can = comm->transport_->single_copy_probe(probes, same_host);
+  // A one-host communicator also maps every rank's shared segment (same_host is then true for every peer).
+  std::unique_ptr<SharedSegments> segments;
+  if (comm->nhosts() == 1 && nranks > 1) {
+    std::string why;
+    segments = SharedSegments::create(
+        kSharedSegmentSlotBytes * kSharedSegmentSlotsPerRank * static_cast<size_t>(nranks), rank, nranks, &why);
+    std::vector<Bytes> descriptors = comm->ring_->allgather(segments ? segments->descriptor() : Bytes{}, deadline);
+    if (segments && why.empty()) why = segments->map_peers(descriptors, same_host);
+    if (!why.empty()) {
+      BAGUA_DEBUG("no shared segments between host peers: {}", why);
+      can = false;
+    }
+  }
+  Bytes verdict = {static_cast<uint8_t>(can ? 1 : 0)};
   bool everyone_can = true;
   for (const Bytes& v : comm->ring_->allgather(verdict, deadline)) everyone_can = everyone_can && v[0] == 1;
   if (everyone_can) comm->transport_->enable_single_copy(same_host);
   comm->cross_memory_ = everyone_can;
+  if (everyone_can && segments) {
+    segments->close_descriptor();  // every peer has mapped it (the verdicts came after)
+    comm->shared_segments_ = std::move(segments);
+  }
   BAGUA_DEBUG("single-copy transfers between host peers: {}", everyone_can ? "on" : "off");
   comm->send_sequence_.assign(nranks, 0);
   comm->recv_sequence_.assign(nranks, 0);

@@ -3,6 +3,7 @@
 //            ~4M (2^18+3 on device memory)} with automatic algorithm selection, roots rotating, every third case on
 //            misaligned buffers;
 //   forced   every algorithm of every collective forced through BAGUA_ALGO (float32, int32 x sum, max x 5 counts);
+//   shm      alltoall through shared segments: operations in flight together, groups, a count mismatch;
 //   split    bagua_comm_split (colors, keys, NOCOLOR) with the child used alongside its parent;
 //   groups   send/recv patterns inside bagua_group_start/end that would deadlock as blocking calls.
 // Results are compared bit for bit with common/collective_oracle.h; guard bytes after every buffer must
@@ -406,6 +407,64 @@ void groups(bagua_comm_t comm) {
   if (g_rank == 0) std::printf("groups: ok\n");
 }
 
+// Alltoall through shared segments (algorithms/alltoall/shared_memory.cc), forced: operations in flight together
+// take the segments one after the other, blocks of several pieces (the last one partial) arrive whole, and a
+// count mismatch that the call fingerprint does not catch (BAGUA_FINGERPRINT=0) is INVALID_USAGE on every rank,
+// from the block lengths in the first round. Oracle: fill_codes per (sender, receiver, call).
+void shared_memory_alltoall() {
+  setenv("BAGUA_ALGO", "alltoall:shm", 1);
+  bagua_comm_t comm = nullptr;
+  MP_OK(bagua_comm_init_from_env(&comm));
+  MP_CHECK(comm->impl->shared_segments() != nullptr);  // white box: init mapped every rank's segment
+  const size_t counts[] = {300007, 5, 131075, 0};
+  const int calls = 4;
+  std::vector<std::vector<int32_t>> out(calls), in(calls);
+  auto fill = [&](int c) {
+    out[c].assign(counts[c] * g_size, 0);
+    in[c].assign(counts[c] * g_size + 1, -1);  // one guard element
+    for (int p = 0; p < g_size; ++p)
+      fill_codes(out[c].data() + p * counts[c], counts[c], BAGUA_INT32, g_rank + 16 * c, p);
+  };
+  auto check = [&](int c) {
+    for (int p = 0; p < g_size; ++p)
+      MP_CHECK(first_code_mismatch(in[c].data() + p * counts[c], counts[c], BAGUA_INT32, p + 16 * c, g_rank) ==
+               counts[c]);
+    MP_CHECK(in[c].back() == -1);
+  };
+  // Non-blocking, all in flight at once, finished in reverse order.
+  std::vector<bagua_request_t> requests(calls);
+  for (int c = 0; c < calls; ++c) {
+    fill(c);
+    MP_OK(bagua_ialltoall(out[c].data(), in[c].data(), counts[c], BAGUA_INT32, comm, &requests[c]));
+  }
+  for (int c = calls - 1; c >= 0; --c) MP_OK(bagua_wait(requests[c]));
+  for (int c = 0; c < calls; ++c) check(c);
+  // Blocking calls in one group.
+  for (int c = 0; c < calls; ++c) fill(c);
+  MP_OK(bagua_group_start());
+  for (int c = 0; c < calls; ++c)
+    MP_OK(bagua_alltoall(out[c].data(), in[c].data(), counts[c], BAGUA_INT32, comm, nullptr));
+  MP_OK(bagua_group_end());
+  for (int c = 0; c < calls; ++c) check(c);
+  MP_OK(bagua_comm_destroy(comm));
+
+  setenv("BAGUA_FINGERPRINT", "0", 1);
+  MP_OK(bagua_comm_init_from_env(&comm));
+  const size_t count = g_rank == g_size - 1 ? 100001 : 100000;
+  std::vector<int32_t> send(100001 * g_size, 1), recv(100001 * g_size, 0);
+  bagua_status_t status = bagua_alltoall(send.data(), recv.data(), count, BAGUA_INT32, comm, nullptr);
+  std::string error = status == BAGUA_SUCCESS ? "" : bagua_get_last_error(comm);
+  if (status != BAGUA_ERR_INVALID_USAGE || error.find("called alltoall with blocks of") == std::string::npos) {
+    std::fprintf(stderr, "rank %d: mismatched alltoall over shared memory gave %s: %s\n", g_rank,
+                 bagua_status_string(status), error.c_str());
+    std::exit(1);
+  }
+  MP_OK(bagua_comm_destroy(comm));
+  unsetenv("BAGUA_FINGERPRINT");
+  unsetenv("BAGUA_ALGO");
+  if (g_rank == 0) std::printf("alltoall over shared memory: ok\n");
+}
+
 // Buffers freed and allocated again between calls (often at the same address, with new contents) must never
 // see stale data: UCX's registration cache has to notice, as would any cache of ours.
 void reallocated_buffers(bagua_comm_t comm) {
@@ -530,6 +589,8 @@ int main(int argc, char** argv) {
     reallocated_buffers(comm);
   } else if (mode == "forced") {
     forced(nullptr);
+  } else if (mode == "shm") {
+    shared_memory_alltoall();
   } else if (mode == "netns") {
     netns(comm);
     hierarchical(comm);

@@ -1,0 +1,63 @@
+// Shared memory between the ranks of one host. Each rank creates one segment (an anonymous memfd) and maps
+// every host peer's through /proc/<pid>/fd/<fd>, which needs the same permission as cross-memory attach. Pages
+// are allocated on first touch, and the memory goes away with the last mapping, also when a process dies.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/bytes.h"
+
+namespace bagua {
+
+// A segment holds two sets (consecutive operations alternate) of two slots of this size for each rank of the
+// host: what the owner sends that rank goes through them, one piece after the other
+// (algorithms/alltoall/shared_memory.cc).
+constexpr size_t kSharedSegmentSlotBytes = 512 << 10;
+constexpr size_t kSharedSegmentSlotsPerRank = 4;
+
+class SharedSegments {
+ public:
+  // This rank's segment of `bytes`, or nullptr with the reason in *why.
+  static std::unique_ptr<SharedSegments> create(size_t bytes, int rank, int nranks, std::string* why);
+  ~SharedSegments();
+  SharedSegments(const SharedSegments&) = delete;
+  SharedSegments& operator=(const SharedSegments&) = delete;
+
+  // What host peers need to map this rank's segment: pid, fd and size.
+  Bytes descriptor() const;
+  // Maps the segment of every rank r with host_peer[r], from its descriptor. Empty on success, else why not.
+  std::string map_peers(const std::vector<Bytes>& descriptors, const std::vector<bool>& host_peer);
+  // Once every peer has mapped it, the descriptor is no longer needed: closes the fd.
+  void close_descriptor();
+
+  size_t bytes() const { return bytes_; }
+  uint8_t* own() const { return own_; }
+  // Rank r's segment, mapped here (nullptr when r is not a host peer).
+  const uint8_t* of(int r) const { return r == rank_ ? own_ : mapped_[static_cast<size_t>(r)]; }
+
+  // Operations that use the segments count their uses, in call order (the same on every rank).
+  uint64_t next_use() { return uses_.fetch_add(1); }
+  // One operation at a time writes the segments: an operation starts once it holds them.
+  bool try_hold() {
+    bool expected = false;
+    return held_.compare_exchange_strong(expected, true);
+  }
+  void release() { held_.store(false); }
+
+ private:
+  SharedSegments() = default;
+  int rank_ = 0;
+  int fd_ = -1;
+  size_t bytes_ = 0;
+  uint8_t* own_ = nullptr;
+  std::vector<uint8_t*> mapped_;
+  std::atomic<bool> held_{false};
+  std::atomic<uint64_t> uses_{0};
+};
+
+}  // namespace bagua
