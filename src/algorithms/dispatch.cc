@@ -177,6 +177,17 @@ ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, b
 }
 
 namespace {
+
+// The context of a collective call, with its turn on the shared segments where its algorithm uses them (taken
+// now, in call order, also for device calls whose schedule is built later).
+ScheduleContext collective_context(Comm& comm, const CollectiveArgs& args, Algorithm algorithm) {
+  ScheduleContext ctx =
+      make_context(comm, tag_kind_of(args.collective), args.dtype, args.op, collective_details(args, algorithm->name));
+  if (algorithm->uses_shared_segments && ctx.shared_segments != nullptr)
+    ctx.shared_ticket = ctx.shared_segments->take_ticket();
+  return ctx;
+}
+
 struct SelectorAttachment : CommAttachment {
   explicit SelectorAttachment(AlgorithmSelector s) : selector(std::move(s)) {}
   AlgorithmSelector selector;
@@ -256,8 +267,7 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
   host.sendbuf = staged.sendbuf;
   host.recvbuf = staged.recvbuf;
   // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
-  ScheduleContext ctx =
-      make_context(comm, tag_kind_of(args.collective), args.dtype, args.op, collective_details(args, algorithm->name));
+  ScheduleContext ctx = collective_context(comm, args, algorithm);
   std::string description = fmt::format("{} #{} ({} x {}, {}, device{})", collective_name(args.collective),
                                         ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
   // alltoallv's count arrays belong to the caller, who may free them once the call returns.
@@ -301,8 +311,7 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
                 args.algorithm ? std::string("the caller's choice")
                                : selector_of(comm).explain(args.collective, args.message_bytes(n), n, comm.hosts()));
   if (args.on_device) return make_device_collective(comm, args, algorithm, suffix);
-  ScheduleContext ctx =
-      make_context(comm, tag_kind_of(args.collective), args.dtype, args.op, collective_details(args, algorithm->name));
+  ScheduleContext ctx = collective_context(comm, args, algorithm);
   std::string description = args.collective == Collective::kBarrier
                                 ? fmt::format("barrier #{}{}", ctx.sequence, suffix)
                                 : fmt::format("{} #{} ({} x {}, {}{})", collective_name(args.collective), ctx.sequence,

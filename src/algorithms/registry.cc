@@ -5,25 +5,45 @@
 namespace bagua {
 
 // Defined one per file under src/algorithms/<collective>/. An explicit list, since static self-registration
-// disappears in static links. Within a collective, the order breaks ties between equal modelled costs.
+// disappears in static links. Within a collective, the order breaks ties between equal modelled costs: alltoallv,
+// chosen as for an empty message (its counts differ per rank), takes shared memory where it ties with direct.
 extern const AlgorithmEntry kAllreduceRing, kAllreduceRd, kAllreduceRabenseifner, kAllreduceTree, kAllreduceDirect,
     kAllreduceHier, kAllreduceHierLeader, kReduceScatterRing, kReduceScatterDirect, kAllgatherRing, kAllgatherRd,
     kAllgatherDirect, kAllgatherHier, kBroadcastTree, kBroadcastScatterAllgather, kBroadcastHier, kReduceTree,
-    kReduceRsGather, kReduceHier, kAlltoallDirect, kAlltoallPairwise, kAlltoallSharedMemory, kAlltoallvDirect,
-    kAlltoallvPairwise, kGatherDirect, kScatterDirect, kBarrierDissemination;
+    kReduceRsGather, kReduceHier, kAlltoallDirect, kAlltoallPairwise, kAlltoallSharedMemory, kAlltoallvSharedMemory,
+    kAlltoallvDirect, kAlltoallvPairwise, kGatherDirect, kScatterDirect, kBarrierDissemination;
 
 namespace {
 
 const AlgorithmEntry* const kTable[] = {
-    &kAllreduceRing,        &kAllreduceRd,       &kAllreduceRabenseifner,
-    &kAllreduceTree,        &kAllreduceDirect,   &kAllreduceHier,
-    &kAllreduceHierLeader,  &kReduceScatterRing, &kReduceScatterDirect,
-    &kAllgatherRing,        &kAllgatherRd,       &kAllgatherDirect,
-    &kAllgatherHier,        &kBroadcastTree,     &kBroadcastScatterAllgather,
-    &kBroadcastHier,        &kReduceTree,        &kReduceRsGather,
-    &kReduceHier,           &kAlltoallDirect,    &kAlltoallPairwise,
-    &kAlltoallSharedMemory, &kAlltoallvDirect,   &kAlltoallvPairwise,
-    &kGatherDirect,         &kScatterDirect,     &kBarrierDissemination,
+    &kAllreduceRing,
+    &kAllreduceRd,
+    &kAllreduceRabenseifner,
+    &kAllreduceTree,
+    &kAllreduceDirect,
+    &kAllreduceHier,
+    &kAllreduceHierLeader,
+    &kReduceScatterRing,
+    &kReduceScatterDirect,
+    &kAllgatherRing,
+    &kAllgatherRd,
+    &kAllgatherDirect,
+    &kAllgatherHier,
+    &kBroadcastTree,
+    &kBroadcastScatterAllgather,
+    &kBroadcastHier,
+    &kReduceTree,
+    &kReduceRsGather,
+    &kReduceHier,
+    &kAlltoallDirect,
+    &kAlltoallPairwise,
+    &kAlltoallSharedMemory,
+    &kAlltoallvSharedMemory,
+    &kAlltoallvDirect,
+    &kAlltoallvPairwise,
+    &kGatherDirect,
+    &kScatterDirect,
+    &kBarrierDissemination,
 };
 
 std::array<std::vector<Algorithm>, static_cast<size_t>(Collective::kCount)> by_collective() {

@@ -26,6 +26,8 @@ struct AlgorithmEntry {
   std::unique_ptr<Operation> (*build)(const CollectiveArgs& args, const ScheduleContext& ctx, std::string description);
   // Usable only when every rank of a host can read and write its peers' memory (the init-time probe).
   bool needs_cross_memory = false;
+  // Uses the communicator's shared segments: the dispatcher gives each call its turn (ScheduleContext).
+  bool uses_shared_segments = false;
 };
 
 // A row of the registry; never null once chosen.

@@ -117,8 +117,10 @@ struct ScheduleContext {
   // For local steps that write into peers' memory: throws when the communicator has failed or been aborted,
   // after taking in the bootstrap ring's failure notices. Empty: no check.
   std::function<void()> check_peers;
-  // Shared memory between the ranks of a one-host communicator, when it has it (else nullptr).
+  // Shared memory between the ranks of a one-host communicator, when it has it (else nullptr), and this call's
+  // turn to use it (taken in call order for algorithms that use it).
   SharedSegments* shared_segments = nullptr;
+  uint64_t shared_ticket = 0;
   int ring_position() const { return ring_order.empty() ? rank : position_of(rank); }
   int ring_rank(int position) const { return ring_order.empty() ? position : ring_order[position]; }
   int ring_next() const { return ring_rank((ring_position() + 1) % nranks); }

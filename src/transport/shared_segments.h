@@ -40,14 +40,14 @@ class SharedSegments {
   // Rank r's segment, mapped here (nullptr when r is not a host peer).
   const uint8_t* of(int r) const { return r == rank_ ? own_ : mapped_[static_cast<size_t>(r)]; }
 
-  // Operations that use the segments count their uses, in call order (the same on every rank).
-  uint64_t next_use() { return uses_.fetch_add(1); }
-  // One operation at a time writes the segments: an operation starts once it holds them.
-  bool try_hold() {
-    bool expected = false;
-    return held_.compare_exchange_strong(expected, true);
+  // Operations that use the segments take turns in call order, the same on every rank: a ticket when the call is
+  // made, then the operation starts once turn() reaches it and passes the turn on when it is done with the slots.
+  uint64_t take_ticket() { return tickets_.fetch_add(1); }
+  uint64_t turn() const { return turn_.load(); }
+  void pass_turn(uint64_t ticket) {
+    uint64_t expected = ticket;
+    turn_.compare_exchange_strong(expected, ticket + 1);
   }
-  void release() { held_.store(false); }
 
  private:
   SharedSegments() = default;
@@ -56,8 +56,8 @@ class SharedSegments {
   size_t bytes_ = 0;
   uint8_t* own_ = nullptr;
   std::vector<uint8_t*> mapped_;
-  std::atomic<bool> held_{false};
-  std::atomic<uint64_t> uses_{0};
+  std::atomic<uint64_t> tickets_{0};
+  std::atomic<uint64_t> turn_{0};
 };
 
 }  // namespace bagua

@@ -3,7 +3,8 @@
 //            ~4M (2^18+3 on device memory)} with automatic algorithm selection, roots rotating, every third case on
 //            misaligned buffers;
 //   forced   every algorithm of every collective forced through BAGUA_ALGO (float32, int32 x sum, max x 5 counts);
-//   shm      alltoall through shared segments: operations in flight together, groups, a count mismatch;
+//   shm      alltoall(v) through shared segments: operations in flight together, groups, call order across
+//            memory kinds (with BAGUA_DEVICE_STANDIN=1), a count mismatch;
 //   split    bagua_comm_split (colors, keys, NOCOLOR) with the child used alongside its parent;
 //   groups   send/recv patterns inside bagua_group_start/end that would deadlock as blocking calls.
 // Results are compared bit for bit with common/collective_oracle.h; guard bytes after every buffer must
@@ -407,12 +408,13 @@ void groups(bagua_comm_t comm) {
   if (g_rank == 0) std::printf("groups: ok\n");
 }
 
-// Alltoall through shared segments (algorithms/alltoall/shared_memory.cc), forced: operations in flight together
-// take the segments one after the other, blocks of several pieces (the last one partial) arrive whole, and a
-// count mismatch that the call fingerprint does not catch (BAGUA_FINGERPRINT=0) is INVALID_USAGE on every rank,
-// from the block lengths in the first round. Oracle: fill_codes per (sender, receiver, call).
+// Alltoall(v) through shared segments (algorithms/alltoall/shared_memory.cc), forced: operations in flight
+// together take the segments in call order, also where one rank's call is on device memory and built later; blocks
+// of several pieces (the last one partial) and empty ones arrive whole; a count mismatch that the call
+// fingerprint does not catch (BAGUA_FINGERPRINT=0) is INVALID_USAGE on every rank, from the block lengths in the
+// first round. Oracle: fill_codes per (sender, receiver, call).
 void shared_memory_alltoall() {
-  setenv("BAGUA_ALGO", "alltoall:shm", 1);
+  setenv("BAGUA_ALGO", "alltoall:shm;alltoallv:shm", 1);
   bagua_comm_t comm = nullptr;
   MP_OK(bagua_comm_init_from_env(&comm));
   MP_CHECK(comm->impl->shared_segments() != nullptr);  // white box: init mapped every rank's segment
@@ -446,6 +448,64 @@ void shared_memory_alltoall() {
     MP_OK(bagua_alltoall(out[c].data(), in[c].data(), counts[c], BAGUA_INT32, comm, nullptr));
   MP_OK(bagua_group_end());
   for (int c = 0; c < calls; ++c) check(c);
+  // alltoallv with blocks of different lengths (some empty, some of several pieces) in flight with an alltoall.
+  {
+    std::vector<size_t> sc(g_size), sd(g_size), rc(g_size), rd(g_size);
+    size_t s_total = 0, r_total = 0;
+    for (int p = 0; p < g_size; ++p) {
+      sc[p] = alltoallv_count(g_rank, p, 400001);
+      rc[p] = alltoallv_count(p, g_rank, 400001);
+      sd[p] = s_total;
+      rd[p] = r_total;
+      s_total += sc[p];
+      r_total += rc[p];
+    }
+    std::vector<int32_t> vout(s_total), vin(r_total + 1, -1);
+    for (int p = 0; p < g_size; ++p) fill_codes(vout.data() + sd[p], sc[p], BAGUA_INT32, g_rank + 100, p);
+    fill(0);
+    bagua_request_t v = nullptr, plain = nullptr;
+    MP_OK(bagua_ialltoallv(vout.data(), sc.data(), sd.data(), vin.data(), rc.data(), rd.data(), BAGUA_INT32, comm, &v));
+    MP_OK(bagua_ialltoall(out[0].data(), in[0].data(), counts[0], BAGUA_INT32, comm, &plain));
+    MP_OK(bagua_wait(plain));
+    MP_OK(bagua_wait(v));
+    for (int p = 0; p < g_size; ++p)
+      MP_CHECK(first_code_mismatch(vin.data() + rd[p], rc[p], BAGUA_INT32, p + 100, g_rank) == rc[p]);
+    MP_CHECK(vin.back() == -1);
+    check(0);
+  }
+  // Turns follow call order across memory kinds: odd ranks make the first call on device memory, on a stream held
+  // up for 2 ms (its schedule is built only when the stream gets there), and the second on host memory at once;
+  // even ranks make both on host memory. (Run with the stand-in: BAGUA_DEVICE_STANDIN=1.)
+  if (device_runtime().usable()) {
+    const int c = 2;
+    const size_t bytes = counts[c] * g_size * sizeof(int32_t);
+    fill(c);
+    fill(0);
+    const bool on_device = g_rank % 2 == 1;
+    void* stream = device_runtime().create_stream(0);
+    void* dsend = nullptr;
+    void* drecv = nullptr;
+    if (on_device) {
+      dsend = device_runtime().alloc_device(bytes, 0);
+      drecv = device_runtime().alloc_device(bytes, 0);
+      if (StandinControl* standin = standin_control())
+        standin->run_on_stream(stream, [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
+      device_runtime().copy_async(dsend, out[c].data(), bytes, stream);
+      MP_OK(bagua_alltoall(dsend, drecv, counts[c], BAGUA_INT32, comm, stream));
+    } else {
+      MP_OK(bagua_alltoall(out[c].data(), in[c].data(), counts[c], BAGUA_INT32, comm, nullptr));
+    }
+    MP_OK(bagua_alltoall(out[0].data(), in[0].data(), counts[0], BAGUA_INT32, comm, nullptr));
+    if (on_device) {
+      device_runtime().copy_async(in[c].data(), drecv, bytes, stream);
+      device_runtime().synchronize(stream, 120000);
+      device_runtime().free_device(dsend);
+      device_runtime().free_device(drecv);
+    }
+    device_runtime().destroy_stream(stream);
+    check(c);
+    check(0);
+  }
   MP_OK(bagua_comm_destroy(comm));
 
   setenv("BAGUA_FINGERPRINT", "0", 1);
@@ -454,7 +514,7 @@ void shared_memory_alltoall() {
   std::vector<int32_t> send(100001 * g_size, 1), recv(100001 * g_size, 0);
   bagua_status_t status = bagua_alltoall(send.data(), recv.data(), count, BAGUA_INT32, comm, nullptr);
   std::string error = status == BAGUA_SUCCESS ? "" : bagua_get_last_error(comm);
-  if (status != BAGUA_ERR_INVALID_USAGE || error.find("called alltoall with blocks of") == std::string::npos) {
+  if (status != BAGUA_ERR_INVALID_USAGE || error.find("which expects") == std::string::npos) {
     std::fprintf(stderr, "rank %d: mismatched alltoall over shared memory gave %s: %s\n", g_rank,
                  bagua_status_string(status), error.c_str());
     std::exit(1);

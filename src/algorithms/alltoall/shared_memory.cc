@@ -1,17 +1,18 @@
-// Alltoall between the ranks of one host through shared memory (transport/shared_segments.h). The block for
+// Alltoall(v) between the ranks of one host through shared memory (transport/shared_segments.h). The block for
 // rank p goes piece by piece through two slots that the sender's segment keeps for p: the sender copies a piece
 // in, p copies it out. Both copies run at memory speed, where a single-copy read (process_vm_readv) is several
 // times slower per byte.
 //
 // Pieces are kSharedSegmentSlotBytes; piece j uses slot j % 2. Before round j a rank has copied piece j of every
-// block in; round j tells each peer so (the note carries the block length, checked in round 0); after it the
-// rank copies piece j of every peer's block out, then piece j + 1 in. Slot j % 2 takes piece j + 2 only after
-// round j + 1's notes have arrived, and each peer sends those after copying piece j out.
+// block in; round j tells each peer so (the note carries the length of the block for that peer, checked in round
+// 0); after it the rank copies piece j of every peer's block out, then piece j + 1 in. Slot j % 2 takes piece
+// j + 2 only after round j + 1's note has arrived, and the peer sends it after copying piece j out. Two ranks
+// exchange notes for as many rounds as the longer of their two blocks has pieces, and at least one.
 //
-// The segments serve one operation at a time (the schedule's start gate holds them until the last piece is
-// out), and consecutive operations use alternate sets of slots. So an operation never writes slots that a peer
-// may still read: the set it writes was last read in the operation before the previous one, which every peer
-// finished before it sent its first note of the previous one.
+// The segments serve one operation at a time, in call order (the dispatcher's tickets; the schedule's start
+// gate waits for the turn, and the last round passes it on), and consecutive operations use alternate sets of
+// slots. So an operation never writes slots that a peer may still read: the set it writes was last read two
+// operations before, which every peer finished before it sent its round-0 note of the operation in between.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,95 +27,112 @@ namespace bagua {
 
 namespace {
 
-struct SegmentLease {
+// Holds the turn from the start gate until the last piece is out (or the operation goes away).
+struct SegmentTurn {
   SharedSegments* segments = nullptr;
+  uint64_t ticket = 0;
   bool held = false;
-  bool take() { return held = segments->try_hold(); }
-  void release() {
-    if (held) segments->release();
+  bool take() { return held = segments->turn() == ticket; }
+  void pass() {
+    if (held) segments->pass_turn(ticket);
     held = false;
   }
-  ~SegmentLease() { release(); }
+  ~SegmentTurn() { pass(); }
 };
 
+size_t pieces_of(size_t bytes) { return (bytes + kSharedSegmentSlotBytes - 1) / kSharedSegmentSlotBytes; }
+
 struct SharedMemoryWork {
+  AlltoallLayout layout;
   const uint8_t* src = nullptr;
   uint8_t* out = nullptr;
-  size_t block = 0;
   int rank = 0;
   int nranks = 0;
   SharedSegments* segments = nullptr;
-  size_t set = 0;     // which set of slots: consecutive operations alternate
-  uint64_t note = 0;  // this rank's block length, sent every round
+  size_t set = 0;                 // which set of slots: consecutive operations alternate
+  std::vector<uint64_t> note_to;  // [p]: bytes this rank sends p, sent every round
   std::vector<uint64_t> note_from;
-  SegmentLease lease;
+  SegmentTurn turn;
 
-  size_t piece_bytes(size_t j) const { return std::min(kSharedSegmentSlotBytes, block - j * kSharedSegmentSlotBytes); }
+  static size_t piece_bytes(size_t bytes, size_t j) {
+    return std::min(kSharedSegmentSlotBytes, bytes - j * kSharedSegmentSlotBytes);
+  }
   size_t slot(int reader, size_t j) const {
     return ((set * nranks + static_cast<size_t>(reader)) * 2 + j % 2) * kSharedSegmentSlotBytes;
   }
 
   void copy_in(size_t j) {
-    for (int p = 0; p < nranks; ++p)
-      if (p != rank)
-        std::memcpy(segments->own() + slot(p, j), src + p * block + j * kSharedSegmentSlotBytes, piece_bytes(j));
+    for (int p = 0; p < nranks; ++p) {
+      const size_t bytes = layout.send_bytes(p);
+      if (p == rank || j >= pieces_of(bytes)) continue;
+      std::memcpy(segments->own() + slot(p, j), src + layout.send_off(p) + j * kSharedSegmentSlotBytes,
+                  piece_bytes(bytes, j));
+    }
   }
   void copy_out(size_t j) {
     for (int k = 1; k < nranks; ++k) {
       const int p = (rank + k) % nranks;  // readers spread over the segments
-      std::memcpy(out + p * block + j * kSharedSegmentSlotBytes, segments->of(p) + slot(rank, j), piece_bytes(j));
+      const size_t bytes = layout.recv_bytes(p);
+      if (j >= pieces_of(bytes)) continue;
+      std::memcpy(out + layout.recv_off(p) + j * kSharedSegmentSlotBytes, segments->of(p) + slot(rank, j),
+                  piece_bytes(bytes, j));
     }
   }
   void check_notes() const {
     for (int p = 0; p < nranks; ++p)
-      if (p != rank && note_from[p] != note)
-        fail(BAGUA_ERR_INVALID_USAGE, "rank {} called alltoall with blocks of {} bytes, this rank with {}", p,
-             note_from[p], note);
+      if (p != rank && note_from[p] != layout.recv_bytes(p))
+        fail(BAGUA_ERR_INVALID_USAGE, "rank {} sends a block of {} bytes to rank {}, which expects {}", p, note_from[p],
+             rank, layout.recv_bytes(p));
   }
 };
 
 std::unique_ptr<Schedule> alltoall_shared_memory(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   const int n = ctx.nranks, r = ctx.rank;
-  const size_t block = a.count * datatype_size(a.dtype);
-  const auto* src = static_cast<const uint8_t*>(a.sendbuf);
-  auto* out = static_cast<uint8_t*>(a.recvbuf);
-  const LocalStep own_block = copy_step(out + r * block, src + r * block, block);
-  if (n == 1 || block == 0) {
+  auto w = std::make_shared<SharedMemoryWork>();
+  w->layout = alltoall_layout(a, n);
+  w->src = static_cast<const uint8_t*>(a.sendbuf);
+  w->out = static_cast<uint8_t*>(a.recvbuf);
+  const AlltoallLayout& l = w->layout;
+  const LocalStep own_block = copy_step(w->out + l.recv_off(r), w->src + l.send_off(r), l.send_bytes(r));
+  if (n == 1) {
     s->prologue().push_back(own_block);
     return s;
   }
   if (ctx.shared_segments == nullptr) fail(BAGUA_ERR_INTERNAL, "alltoall over shared memory without segments");
-  auto w = std::make_shared<SharedMemoryWork>();
-  w->src = src;
-  w->out = out;
-  w->block = block;
   w->rank = r;
   w->nranks = n;
   w->segments = ctx.shared_segments;
-  w->set = ctx.shared_segments->next_use() % 2;
-  w->note = block;
+  w->set = ctx.shared_ticket % 2;
+  w->turn = {ctx.shared_segments, ctx.shared_ticket};
+  w->note_to.resize(n);
   w->note_from.resize(n);
-  w->lease.segments = ctx.shared_segments;
+  std::vector<size_t> rounds_with(n, 0);
+  size_t rounds = 0;
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    w->note_to[p] = l.send_bytes(p);
+    rounds_with[p] = std::max<size_t>({1, pieces_of(l.send_bytes(p)), pieces_of(l.recv_bytes(p))});
+    rounds = std::max(rounds, rounds_with[p]);
+  }
   s->hold(w);
-  s->start_gate() = [work = w.get()] { return work->lease.take(); };
+  s->start_gate() = [work = w.get()] { return work->turn.take(); };
   s->prologue().push_back(call_step([work = w.get()] { work->copy_in(0); }));
-  const size_t pieces = (block + kSharedSegmentSlotBytes - 1) / kSharedSegmentSlotBytes;
-  for (size_t j = 0; j < pieces; ++j) {
+  for (size_t j = 0; j < rounds; ++j) {
     Round& round = s->round();
     for (int p = 0; p < n; ++p) {
-      if (p == r) continue;
+      if (p == r || j >= rounds_with[p]) continue;
       round.recvs.push_back({p, &w->note_from[p], sizeof(uint64_t)});
-      round.sends.push_back({p, &w->note, sizeof(uint64_t), SendMode::kEager});
+      round.sends.push_back({p, &w->note_to[p], sizeof(uint64_t), SendMode::kEager});
     }
     if (j == 0) {
       round.during.push_back(own_block);
       round.after.push_back(call_step([work = w.get()] { work->check_notes(); }));
     }
     round.after.push_back(call_step([work = w.get(), j] { work->copy_out(j); }));
-    if (j + 1 < pieces) round.after.push_back(call_step([work = w.get(), j] { work->copy_in(j + 1); }));
+    if (j + 1 < rounds) round.after.push_back(call_step([work = w.get(), j] { work->copy_in(j + 1); }));
   }
-  s->last().after.push_back(call_step([work = w.get()] { work->lease.release(); }));
+  s->last().after.push_back(call_step([work = w.get()] { work->turn.pass(); }));
   return s;
 }
 
@@ -131,6 +149,10 @@ bool one_host(int, const HostLayout& hosts) { return hosts.size() <= 1; }
 // One host only, and only when every rank mapped its peers' segments at init (needs_cross_memory).
 extern const AlgorithmEntry kAlltoallSharedMemory;
 const AlgorithmEntry kAlltoallSharedMemory{
-    Collective::kAlltoall, "shm", one_host, cost, run_schedule<alltoall_shared_memory>, true};
+    Collective::kAlltoall, "shm", one_host, cost, run_schedule<alltoall_shared_memory>, true, true};
+
+extern const AlgorithmEntry kAlltoallvSharedMemory;
+const AlgorithmEntry kAlltoallvSharedMemory{
+    Collective::kAlltoallv, "shm", one_host, cost, run_schedule<alltoall_shared_memory>, true, true};
 
 }  // namespace bagua
