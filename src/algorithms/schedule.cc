@@ -79,6 +79,10 @@ void progress_in_flight() {
   if (t_progress_hook) (*t_progress_hook)();
 }
 
+std::string ScheduleOp::waiting_for() const {
+  return started_ || !schedule_->start_gate() ? Operation::waiting_for() : "its turn after an earlier operation";
+}
+
 void ScheduleOp::advance(Transport& transport) {
   if (!started_) {
     if (schedule_->start_gate() && !schedule_->start_gate()()) return;

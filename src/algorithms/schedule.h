@@ -186,6 +186,9 @@ class ScheduleOp : public Operation {
  public:
   ScheduleOp(bagua_opkind_t kind, std::string description, std::unique_ptr<Schedule> schedule);
   void advance(Transport& transport) override;
+  // Before its start gate opens it waits for an earlier operation, which the watchdog watches instead.
+  bool watched() const override { return started_ || !schedule_->start_gate(); }
+  std::string waiting_for() const override;
 
  private:
   void post_round(Transport& transport);

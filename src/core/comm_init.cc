@@ -288,9 +288,9 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   // A one-host communicator also maps every rank's shared segment (same_host is then true for every peer).
   std::unique_ptr<SharedSegments> segments;
   if (comm->nhosts() == 1 && nranks > 1) {
-    std::string why;
-    segments = SharedSegments::create(
-        kSharedSegmentSlotBytes * kSharedSegmentSlotsPerRank * static_cast<size_t>(nranks), rank, nranks, &why);
+    // Every rank takes part in the allgather; one whose probe failed sends no descriptor, and then no rank uses them.
+    std::string why = can ? "" : "the cross-memory probe failed";
+    if (can) segments = SharedSegments::create(rank, nranks, &why);
     std::vector<Bytes> descriptors = comm->ring_->allgather(segments ? segments->descriptor() : Bytes{}, deadline);
     if (segments && why.empty()) why = segments->map_peers(descriptors, same_host);
     if (!why.empty()) {

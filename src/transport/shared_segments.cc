@@ -11,9 +11,11 @@
 
 namespace bagua {
 
-std::unique_ptr<SharedSegments> SharedSegments::create(size_t bytes, int rank, int nranks, std::string* why) {
+std::unique_ptr<SharedSegments> SharedSegments::create(int rank, int nranks, std::string* why) {
   std::unique_ptr<SharedSegments> s(new SharedSegments());
   s->rank_ = rank;
+  s->slot_bytes_ = shared_segment_slot_bytes(nranks);
+  const size_t bytes = s->slot_bytes_ * kSharedSegmentSlotsPerRank * static_cast<size_t>(nranks);
   s->bytes_ = bytes;
   s->mapped_.assign(static_cast<size_t>(nranks), nullptr);
   s->fd_ = memfd_create("bagua-segment", MFD_CLOEXEC);
@@ -52,6 +54,7 @@ Bytes SharedSegments::descriptor() const {
 std::string SharedSegments::map_peers(const std::vector<Bytes>& descriptors, const std::vector<bool>& host_peer) {
   for (size_t r = 0; r < descriptors.size() && r < mapped_.size(); ++r) {
     if (!host_peer[r] || static_cast<int>(r) == rank_) continue;
+    if (descriptors[r].size() != 16) return fmt::format("rank {} has no segment", r);
     Reader in(descriptors[r], "shared segment descriptor");
     uint32_t pid = in.u32(), fd = in.u32();
     uint64_t bytes = in.u64();

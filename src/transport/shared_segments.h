@@ -3,6 +3,7 @@
 // are allocated on first touch, and the memory goes away with the last mapping, also when a process dies.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -14,16 +15,20 @@
 
 namespace bagua {
 
-// A segment holds two sets (consecutive operations alternate) of two slots of this size for each rank of the
-// host: what the owner sends that rank goes through them, one piece after the other
-// (algorithms/alltoall/shared_memory.cc).
-constexpr size_t kSharedSegmentSlotBytes = 512 << 10;
+// A segment holds two sets (consecutive operations alternate) of two slots for each rank of the host: what the
+// owner sends that rank goes through them, one piece after the other (algorithms/alltoall/shared_memory.cc).
+// Slots are 512 KiB, smaller where that would make a segment larger than 32 MiB (more than 16 ranks).
 constexpr size_t kSharedSegmentSlotsPerRank = 4;
+constexpr size_t kSharedSegmentMostBytes = 32 << 20;
+inline size_t shared_segment_slot_bytes(int nranks) {
+  const size_t fit = kSharedSegmentMostBytes / kSharedSegmentSlotsPerRank / static_cast<size_t>(nranks);
+  return std::min<size_t>(512 << 10, fit / 4096 * 4096);
+}
 
 class SharedSegments {
  public:
-  // This rank's segment of `bytes`, or nullptr with the reason in *why.
-  static std::unique_ptr<SharedSegments> create(size_t bytes, int rank, int nranks, std::string* why);
+  // This rank's segment for a host of nranks ranks, or nullptr with the reason in *why.
+  static std::unique_ptr<SharedSegments> create(int rank, int nranks, std::string* why);
   ~SharedSegments();
   SharedSegments(const SharedSegments&) = delete;
   SharedSegments& operator=(const SharedSegments&) = delete;
@@ -36,6 +41,7 @@ class SharedSegments {
   void close_descriptor();
 
   size_t bytes() const { return bytes_; }
+  size_t slot_bytes() const { return slot_bytes_; }
   uint8_t* own() const { return own_; }
   // Rank r's segment, mapped here (nullptr when r is not a host peer).
   const uint8_t* of(int r) const { return r == rank_ ? own_ : mapped_[static_cast<size_t>(r)]; }
@@ -54,6 +60,7 @@ class SharedSegments {
   int rank_ = 0;
   int fd_ = -1;
   size_t bytes_ = 0;
+  size_t slot_bytes_ = 0;
   uint8_t* own_ = nullptr;
   std::vector<uint8_t*> mapped_;
   std::atomic<uint64_t> tickets_{0};

@@ -29,7 +29,8 @@ TEST_CASE("the direct allreduce needs cross-memory attach and one host", "[selec
   CHECK_FALSE(algorithm_supports(find_algorithm(Collective::kAllreduce, "direct"), 4, two_hosts));
 }
 
-TEST_CASE("alltoall(v) through shared memory: one host with cross-memory attach, from about 64 KiB", "[selection]") {
+TEST_CASE("alltoall(v) through shared memory: one host with cross-memory attach, from 16 KiB on 2 ranks",
+          "[selection]") {
   const HostLayout one_host = {{0, 1}}, two_hosts = {{0, 1}, {2, 3}};
   AlgorithmSelector with_cma("", 1.25, true);
   CHECK(chosen(with_cma, Collective::kAlltoall, 4096, 2, one_host) != "shm");

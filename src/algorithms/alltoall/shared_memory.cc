@@ -3,8 +3,8 @@
 // in, p copies it out. Both copies run at memory speed, where a single-copy read (process_vm_readv) is several
 // times slower per byte.
 //
-// Pieces are kSharedSegmentSlotBytes; piece j uses slot j % 2. Before round j a rank has copied piece j of every
-// block in; round j tells each peer so (the note carries the length of the block for that peer, checked in round
+// Pieces are a slot long (512 KiB up to 16 ranks); piece j uses slot j % 2. Before round j a rank has copied piece j of
+// every block in; round j tells each peer so (the note carries the length of the block for that peer, checked in round
 // 0); after it the rank copies piece j of every peer's block out, then piece j + 1 in. Slot j % 2 takes piece
 // j + 2 only after round j + 1's note has arrived, and the peer sends it after copying piece j out. Two ranks
 // exchange notes for as many rounds as the longer of their two blocks has pieces, and at least one.
@@ -40,79 +40,80 @@ struct SegmentTurn {
   ~SegmentTurn() { pass(); }
 };
 
-size_t pieces_of(size_t bytes) { return (bytes + kSharedSegmentSlotBytes - 1) / kSharedSegmentSlotBytes; }
+static_assert(sizeof(size_t) == sizeof(uint64_t), "notes send a size_t as 8 bytes");
 
 struct SharedMemoryWork {
-  AlltoallLayout layout;
   const uint8_t* src = nullptr;
   uint8_t* out = nullptr;
   int rank = 0;
   int nranks = 0;
   SharedSegments* segments = nullptr;
-  size_t set = 0;                 // which set of slots: consecutive operations alternate
-  std::vector<uint64_t> note_to;  // [p]: bytes this rank sends p, sent every round
-  std::vector<uint64_t> note_from;
+  size_t slot_bytes = 0;
+  size_t set = 0;  // which set of slots: consecutive operations alternate
+  // Where each peer's block sits, copied from the call (alltoallv's count arrays are the caller's only until the
+  // call returns).
+  std::vector<size_t> send_off, send_bytes, recv_off, recv_bytes;
+  std::vector<uint64_t> note_from;  // [p]: the length of p's block for this rank, from each round's note
   SegmentTurn turn;
 
-  static size_t piece_bytes(size_t bytes, size_t j) {
-    return std::min(kSharedSegmentSlotBytes, bytes - j * kSharedSegmentSlotBytes);
-  }
+  size_t pieces_of(size_t bytes) const { return (bytes + slot_bytes - 1) / slot_bytes; }
+  size_t piece_bytes(size_t bytes, size_t j) const { return std::min(slot_bytes, bytes - j * slot_bytes); }
   size_t slot(int reader, size_t j) const {
-    return ((set * nranks + static_cast<size_t>(reader)) * 2 + j % 2) * kSharedSegmentSlotBytes;
+    return ((set * nranks + static_cast<size_t>(reader)) * 2 + j % 2) * slot_bytes;
   }
 
   void copy_in(size_t j) {
     for (int p = 0; p < nranks; ++p) {
-      const size_t bytes = layout.send_bytes(p);
-      if (p == rank || j >= pieces_of(bytes)) continue;
-      std::memcpy(segments->own() + slot(p, j), src + layout.send_off(p) + j * kSharedSegmentSlotBytes,
-                  piece_bytes(bytes, j));
+      if (p == rank || j >= pieces_of(send_bytes[p])) continue;
+      std::memcpy(segments->own() + slot(p, j), src + send_off[p] + j * slot_bytes, piece_bytes(send_bytes[p], j));
     }
   }
   void copy_out(size_t j) {
     for (int k = 1; k < nranks; ++k) {
       const int p = (rank + k) % nranks;  // readers spread over the segments
-      const size_t bytes = layout.recv_bytes(p);
-      if (j >= pieces_of(bytes)) continue;
-      std::memcpy(out + layout.recv_off(p) + j * kSharedSegmentSlotBytes, segments->of(p) + slot(rank, j),
-                  piece_bytes(bytes, j));
+      if (j >= pieces_of(recv_bytes[p])) continue;
+      std::memcpy(out + recv_off[p] + j * slot_bytes, segments->of(p) + slot(rank, j), piece_bytes(recv_bytes[p], j));
     }
   }
   void check_notes() const {
     for (int p = 0; p < nranks; ++p)
-      if (p != rank && note_from[p] != layout.recv_bytes(p))
+      if (p != rank && note_from[p] != recv_bytes[p])
         fail(BAGUA_ERR_INVALID_USAGE, "rank {} sends a block of {} bytes to rank {}, which expects {}", p, note_from[p],
-             rank, layout.recv_bytes(p));
+             rank, recv_bytes[p]);
   }
 };
 
 std::unique_ptr<Schedule> alltoall_shared_memory(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   const int n = ctx.nranks, r = ctx.rank;
-  auto w = std::make_shared<SharedMemoryWork>();
-  w->layout = alltoall_layout(a, n);
-  w->src = static_cast<const uint8_t*>(a.sendbuf);
-  w->out = static_cast<uint8_t*>(a.recvbuf);
-  const AlltoallLayout& l = w->layout;
-  const LocalStep own_block = copy_step(w->out + l.recv_off(r), w->src + l.send_off(r), l.send_bytes(r));
+  const AlltoallLayout l = alltoall_layout(a, n);
+  const auto* src = static_cast<const uint8_t*>(a.sendbuf);
+  auto* out = static_cast<uint8_t*>(a.recvbuf);
+  const LocalStep own_block = copy_step(out + l.recv_off(r), src + l.send_off(r), l.send_bytes(r));
   if (n == 1) {
     s->prologue().push_back(own_block);
     return s;
   }
   if (ctx.shared_segments == nullptr) fail(BAGUA_ERR_INTERNAL, "alltoall over shared memory without segments");
+  auto w = std::make_shared<SharedMemoryWork>();
+  w->src = src;
+  w->out = out;
   w->rank = r;
   w->nranks = n;
   w->segments = ctx.shared_segments;
+  w->slot_bytes = ctx.shared_segments->slot_bytes();
   w->set = ctx.shared_ticket % 2;
   w->turn = {ctx.shared_segments, ctx.shared_ticket};
-  w->note_to.resize(n);
   w->note_from.resize(n);
   std::vector<size_t> rounds_with(n, 0);
   size_t rounds = 0;
   for (int p = 0; p < n; ++p) {
+    w->send_off.push_back(l.send_off(p));
+    w->send_bytes.push_back(l.send_bytes(p));
+    w->recv_off.push_back(l.recv_off(p));
+    w->recv_bytes.push_back(l.recv_bytes(p));
     if (p == r) continue;
-    w->note_to[p] = l.send_bytes(p);
-    rounds_with[p] = std::max<size_t>({1, pieces_of(l.send_bytes(p)), pieces_of(l.recv_bytes(p))});
+    rounds_with[p] = std::max<size_t>({1, w->pieces_of(w->send_bytes[p]), w->pieces_of(w->recv_bytes[p])});
     rounds = std::max(rounds, rounds_with[p]);
   }
   s->hold(w);
@@ -123,7 +124,8 @@ std::unique_ptr<Schedule> alltoall_shared_memory(const CollectiveArgs& a, const 
     for (int p = 0; p < n; ++p) {
       if (p == r || j >= rounds_with[p]) continue;
       round.recvs.push_back({p, &w->note_from[p], sizeof(uint64_t)});
-      round.sends.push_back({p, &w->note_to[p], sizeof(uint64_t), SendMode::kEager});
+      // The note: the length of this rank's block for p (its send_bytes entry, stable while the schedule lives).
+      round.sends.push_back({p, &w->send_bytes[p], sizeof(uint64_t), SendMode::kEager});
     }
     if (j == 0) {
       round.during.push_back(own_block);
@@ -138,7 +140,8 @@ std::unique_ptr<Schedule> alltoall_shared_memory(const CollectiveArgs& a, const 
 
 // A round per piece; every byte is copied twice at memory speed.
 double cost(const CostTerms& t) {
-  const double pieces = std::max(1.0, std::ceil(t.m / t.n / static_cast<double>(kSharedSegmentSlotBytes)));
+  const double slot = static_cast<double>(shared_segment_slot_bytes(t.n));
+  const double pieces = std::max(1.0, std::ceil(t.m / t.n / slot));
   return pieces * (t.alpha + (t.n - 1) * t.delta) + t.frac * t.m * t.beta * t.model.shared_copy_factor;
 }
 
