@@ -17,12 +17,13 @@ namespace bagua {
 
 // A segment holds two sets (consecutive operations alternate) of two slots for each rank of the host: what the
 // owner sends that rank goes through them, one piece after the other (algorithms/alltoall/shared_memory.cc).
-// Slots are 512 KiB, smaller where that would make a segment larger than 32 MiB (more than 16 ranks).
+// Slots are 512 KiB, smaller where that would make a segment larger than 32 MiB (more than 16 ranks), and one page
+// at least.
 constexpr size_t kSharedSegmentSlotsPerRank = 4;
 constexpr size_t kSharedSegmentMostBytes = 32 << 20;
 inline size_t shared_segment_slot_bytes(int nranks) {
-  const size_t fit = kSharedSegmentMostBytes / kSharedSegmentSlotsPerRank / static_cast<size_t>(nranks);
-  return std::min<size_t>(512 << 10, fit / 4096 * 4096);
+  const size_t fit = kSharedSegmentMostBytes / kSharedSegmentSlotsPerRank / static_cast<size_t>(std::max(nranks, 1));
+  return std::max<size_t>(4096, std::min<size_t>(512 << 10, fit / 4096 * 4096));
 }
 
 class SharedSegments {

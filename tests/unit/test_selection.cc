@@ -8,6 +8,7 @@
 
 #include "algorithms/selection.h"
 #include "base/error.h"
+#include "transport/shared_segments.h"
 
 using namespace bagua;
 
@@ -43,6 +44,11 @@ TEST_CASE("alltoall(v) through shared memory: one host with cross-memory attach,
   CHECK(chosen(with_cma, Collective::kAlltoallv, 0, 3, {{0, 1, 2}}) == "shm");
   CHECK(chosen(with_cma, Collective::kAlltoallv, 0, 2, one_host) == "pairwise");
   CHECK(chosen(AlgorithmSelector(""), Collective::kAlltoall, 64 << 20, 2, one_host) != "shm");
+  // Slots: 512 KiB up to 16 ranks, then smaller so that a segment stays within 32 MiB, never below a page.
+  CHECK(shared_segment_slot_bytes(2) == 512u << 10);
+  CHECK(shared_segment_slot_bytes(16) == 512u << 10);
+  CHECK(shared_segment_slot_bytes(64) == 128u << 10);
+  CHECK(shared_segment_slot_bytes(100000) == 4096u);
 }
 
 TEST_CASE("a forced direct allreduce falls back to the model without cross-memory attach", "[selection]") {
