@@ -203,6 +203,13 @@ const AlgorithmSelector& selector_of(Comm& comm) {
   return static_cast<SelectorAttachment*>(comm.attachment())->selector;
 }
 
+void prepare_selection(Comm& comm) {
+  const AlgorithmSelector& selector = selector_of(comm);
+  for (int c = 0; c < static_cast<int>(Collective::kCount); ++c)
+    for (size_t bytes = 0; bytes <= (size_t{64} << 20); bytes = bytes == 0 ? 1024 : bytes * 16)
+      selector.choose(static_cast<Collective>(c), bytes, comm.size(), comm.hosts());
+}
+
 namespace {
 
 std::unique_ptr<DeviceOperation> prepare_device_operation(Comm& comm, bagua_opkind_t kind, void* stream, int device,

@@ -53,6 +53,10 @@ void check_algorithm_rules(const Config& config);
 
 // The selector of comm (BAGUA_ALGO rules, cost model, cross-memory verdict), made on first use.
 const AlgorithmSelector& selector_of(Comm& comm);
+// Makes comm's selector and runs its choice once for every collective over the range of sizes, so that the first
+// operations do not pay for parsing the rules and for the first use of this code and libm's tables (about 150 us
+// on the development VM). The API layer calls it once a communicator is made.
+void prepare_selection(Comm& comm);
 
 // A collective call: checks, sequence number, algorithm, operation. `suffix` ends its description (", internal").
 // Device buffers give a stream-ordered operation on args.stream (core/device_proxy.h) for the caller to submit.

@@ -72,6 +72,7 @@ static bagua_status_t init_with_id(bagua_comm_t* out, int nranks, const bagua_un
     check_algorithm_rules(config);  // a bad BAGUA_ALGO fails here, before the rendezvous
     auto handle = std::make_unique<bagua_comm>();
     handle->impl = Comm::create(nranks, rank, root, config);
+    prepare_selection(*handle->impl);
     *out = handle.release();
   });
 }
@@ -124,6 +125,7 @@ bagua_status_t bagua_comm_init_from_env(bagua_comm_t* comm) {
     if (info.rank == 0 && !info.root_hosted_by_launcher) host_root_for_env(info, config, &root);
     auto handle = std::make_unique<bagua_comm>();
     handle->impl = Comm::create(info.nranks, info.rank, root, config);
+    prepare_selection(*handle->impl);
     if (info.local_rank >= 0 && info.local_rank != handle->impl->local_rank())
       BAGUA_WARN("the launcher says local rank {}, the host layout gives {}; using {}", info.local_rank,
                  handle->impl->local_rank(), handle->impl->local_rank());
@@ -157,6 +159,7 @@ bagua_status_t bagua_comm_split(bagua_comm_t comm, int color, int key, bagua_com
     }
     auto handle = std::make_unique<bagua_comm>();
     handle->impl = std::move(child);
+    prepare_selection(*handle->impl);
     *newcomm = handle.release();
   });
 }
@@ -168,6 +171,7 @@ bagua_status_t bagua_comm_shrink(bagua_comm_t comm, bagua_comm_t* newcomm) {
     *newcomm = nullptr;
     auto handle = std::make_unique<bagua_comm>();
     handle->impl = c.shrink();
+    prepare_selection(*handle->impl);
     *newcomm = handle.release();
   });
 }
