@@ -138,7 +138,10 @@ void raise_error_frame(const Bytes& payload) {
   Reader r(payload, "ERROR frame");
   int32_t status = r.i32();
   std::string message = r.str(2048);
-  if (status >= 0 || status < BAGUA_ERR_ABORTED) status = BAGUA_ERR_REMOTE;
+  // INTERNAL names a bug in this process; a peer's internal error reaches the caller as REMOTE (found by
+  // fuzz_bootstrap), as does a status outside the range.
+  if (status == BAGUA_ERR_INTERNAL) message = "a peer reported an internal error: " + message;
+  if (status >= 0 || status < BAGUA_ERR_ABORTED || status == BAGUA_ERR_INTERNAL) status = BAGUA_ERR_REMOTE;
   throw Error(static_cast<bagua_status_t>(status), message);
 }
 

@@ -141,6 +141,24 @@ TEST_CASE("field reader checks every length against cap and remaining bytes", "[
   CHECK_THROWS_WITH(t.expect_end(), Catch::Contains("trailing"));
 }
 
+TEST_CASE("error frames keep the peer's status, but INTERNAL and unknown ones become REMOTE", "[wire]") {
+  auto status_of = [](int32_t status) {
+    try {
+      raise_error_frame(encode_error(status, "why"));
+    } catch (const Error& e) {
+      return std::make_pair(e.status(), std::string(e.what()));
+    }
+    return std::make_pair(BAGUA_SUCCESS, std::string());
+  };
+  CHECK(status_of(BAGUA_ERR_INVALID_ARGUMENT).first == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(status_of(BAGUA_ERR_TIMEOUT).first == BAGUA_ERR_TIMEOUT);
+  auto internal = status_of(BAGUA_ERR_INTERNAL);
+  CHECK(internal.first == BAGUA_ERR_REMOTE);
+  CHECK(internal.second.find("a peer reported an internal error: why") != std::string::npos);
+  CHECK(status_of(0).first == BAGUA_ERR_REMOTE);
+  CHECK(status_of(-100).first == BAGUA_ERR_REMOTE);
+}
+
 TEST_CASE("join requests round-trip and are range-checked", "[wire]") {
   JoinRequest req;
   req.group_key = 42;
