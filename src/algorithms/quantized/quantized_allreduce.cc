@@ -65,12 +65,15 @@ size_t QuantizedGroup::slice_count_of(size_t count, int local) const {
 }
 size_t QuantizedGroup::slice_begin(size_t count) const { return slice_begin_of(count, local_index); }
 size_t QuantizedGroup::slice_count(size_t count) const { return slice_count_of(count, local_index); }
-size_t QuantizedGroup::block_offset(size_t count, int b) const {
-  return slice_begin(count) + ring::chunk_begin(slice_count(count), static_cast<int>(members.size()), b);
+size_t QuantizedGroup::block_offset_in(size_t count, int local, int b) const {
+  return slice_begin_of(count, local) +
+         ring::chunk_begin(slice_count_of(count, local), static_cast<int>(members.size()), b);
 }
-size_t QuantizedGroup::block_count(size_t count, int b) const {
-  return ring::chunk_size(slice_count(count), static_cast<int>(members.size()), b);
+size_t QuantizedGroup::block_count_in(size_t count, int local, int b) const {
+  return ring::chunk_size(slice_count_of(count, local), static_cast<int>(members.size()), b);
 }
+size_t QuantizedGroup::block_offset(size_t count, int b) const { return block_offset_in(count, local_index, b); }
+size_t QuantizedGroup::block_count(size_t count, int b) const { return block_count_in(count, local_index, b); }
 
 QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec)
     : comm_(&comm), count_(count), dtype_(dtype), codec_(codec), group_(QuantizedGroup::of(comm, codec)) {
@@ -143,6 +146,20 @@ class ScratchPlan {
   size_t total_ = 0;
 };
 
+// Where the compressed blocks of slice `local` sit in one buffer (64-byte aligned), and at [m] its length: a rail
+// rank holds its slice of the result this way and sends it to its host in one message.
+std::vector<size_t> result_layout(const QuantizedGroup& grp, const Codec& codec, size_t count, int local) {
+  const int m = static_cast<int>(grp.members.size());
+  std::vector<size_t> at(m + 1, 0);
+  size_t end = 0;
+  for (int j = 0; j < m; ++j) {
+    at[j] = aligned(end);
+    end = at[j] + codec.compressed_bytes(grp.block_count_in(count, local, j));
+  }
+  at[m] = end;
+  return at;
+}
+
 }  // namespace
 
 namespace {
@@ -161,15 +178,17 @@ struct QuantizedWork {
   float* worker_error;
   float* owner_error;
   // scratch pieces
-  float* x;                     // fp32 input (sendbuf itself for fp32 when no host sum)
-  bool own_x;                   // x is scratch
-  uint8_t* local_in;            // hierarchical leader: its host's inputs, in local_peers order
-  std::vector<uint8_t*> block;  // [j]: my compressed copy of block j, later owner j's result
-  std::vector<uint8_t*> in;     // [j]: rank j's compressed copy of my block
-  uint8_t* mine;                // my reduced block, compressed
-  float* acc;                   // my reduced block, fp32
+  float* x;                           // fp32 input (sendbuf itself for fp32 when no host sum)
+  bool own_x;                         // x is scratch
+  uint8_t* local_in;                  // hierarchical leader: its host's inputs, in local_peers order
+  std::vector<uint8_t*> block;        // [j]: my compressed copy of block j, later owner j's result
+  std::vector<uint8_t*> in;           // [j]: rank j's compressed copy of my block
+  uint8_t* mine;                      // my reduced block, compressed
+  float* acc;                         // my reduced block, fp32 (x's own block when x is scratch)
+  std::vector<uint8_t*> peer_result;  // rail: [k] local peer k's compressed slice of the result
 
   int m() const { return static_cast<int>(group.members.size()); }
+  int peer_local_index(int k) const { return k < group.local_index ? k : k + 1; }
   size_t offset(int j) const { return group.block_offset(count, j); }
   size_t length(int j) const { return group.block_count(count, j); }
   RoundingKey key(size_t index_base) const {
@@ -181,12 +200,18 @@ struct QuantizedWork {
     if (!own_x) return;
     const size_t elem = datatype_size(dtype), begin = group.slice_begin(count), n = group.slice_count(count);
     const uint8_t* own = static_cast<const uint8_t*>(sendbuf) + begin * elem;
-    if (dtype == BAGUA_FLOAT32)
+    const size_t npeers = group.local_peers.size();
+    size_t first_peer = 0;
+    if (dtype == BAGUA_FLOAT32 && npeers > 0) {  // own + the first peer in one pass (the same sum as copy, then add)
+      reduce_from(x + begin, own, local_in, n, BAGUA_FLOAT32, BAGUA_SUM);
+      first_peer = 1;
+    } else if (dtype == BAGUA_FLOAT32) {
       std::memcpy(x + begin, own, n * sizeof(float));
-    else
+    } else {
       cast_to_float(own, dtype, n, x + begin);
+    }
     std::vector<float> peer(dtype == BAGUA_FLOAT32 ? 0 : n);
-    for (size_t k = 0; k < group.local_peers.size(); ++k) {  // own input first, then the host's by ascending rank
+    for (size_t k = first_peer; k < npeers; ++k) {  // own input first, then the host's by ascending rank
       const uint8_t* src = local_in + k * n * elem;
       const float* values = reinterpret_cast<const float*>(src);
       if (dtype != BAGUA_FLOAT32) {
@@ -202,21 +227,39 @@ struct QuantizedWork {
     codec.compress(x + off, length(j), worker_error ? worker_error + off : nullptr, key(off), block[j]);
   }
   // The owner's sum, input by input as they arrive (own block first), then its compressed form.
-  void owner_begin() { std::memcpy(acc, x + offset(group.index), length(group.index) * sizeof(float)); }
+  void owner_begin() {
+    if (acc != x + offset(group.index)) std::memcpy(acc, x + offset(group.index), length(group.index) * sizeof(float));
+  }
   void owner_add(int j) { codec.decompress_accumulate(in[j], length(group.index), acc); }
   // My block's sum, compressed into `mine`.
   void owner_compress() { codec.compress(acc, length(group.index), owner_error, key(offset(group.index)), mine); }
   // Block j into the output. Everyone decompresses the same bytes (the owner its own `mine` too): bit-identical
   // outputs.
   void finish(int j) {
-    const bool f32 = dtype == BAGUA_FLOAT32;
-    const size_t off = offset(j), n = length(j);
-    if (n == 0) return;
-    float* out = (f32 ? static_cast<float*>(recvbuf) : x) + off;
     if (m() == 1) {
+      finish_at(nullptr, offset(j), length(j));
+    } else {
+      finish_at(j == group.index ? mine : block[j], offset(j), length(j));
+    }
+  }
+  // Rail: local peer k's slice of the result, from the compressed blocks it sent (laid out as its own `block`s).
+  void finish_peer(int k) {
+    const int theirs = peer_local_index(k);
+    const std::vector<size_t> at = result_layout(group, codec, count, theirs);
+    for (int j = 0; j < m(); ++j)
+      finish_at(peer_result[k] + at[j], group.block_offset_in(count, theirs, j),
+                group.block_count_in(count, theirs, j));
+  }
+  // The n elements at off into the output: decompressed from `in`, or (NULL) from x; then AVG's division and the
+  // cast to the datatype.
+  void finish_at(const uint8_t* in, size_t off, size_t n) {
+    if (n == 0) return;
+    const bool f32 = dtype == BAGUA_FLOAT32;
+    float* out = (f32 ? static_cast<float*>(recvbuf) : x) + off;
+    if (in == nullptr) {
       if (out != x + off) std::memmove(out, x + off, n * sizeof(float));
     } else {
-      codec.decompress(j == group.index ? mine : block[j], n, out);
+      codec.decompress(in, n, out);
     }
     if (avg) divide_by(out, n, BAGUA_FLOAT32, comm->size());
     if (!f32) cast_from_float(out, n, static_cast<uint8_t*>(recvbuf) + off * datatype_size(dtype), dtype);
@@ -336,14 +379,21 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   std::vector<size_t> block_at(m), in_at(m);
   size_t mine_at = 0, acc_at = 0;
   const size_t own_count = member ? w->length(g) : 0;
+  // The compressed blocks of my slice, `mine` among them, in one region (result_layout); rail: each local peer's.
+  std::vector<size_t> layout;
+  size_t result_at = 0;
+  std::vector<size_t> peer_result_at(grp.rail ? nlocal : 0);
   if (member && m > 1) {
+    layout = result_layout(grp, codec, count, grp.local_index);
+    result_at = plan.add(layout[m]);
     for (int j = 0; j < m; ++j) {
-      if (j == g) continue;
-      block_at[j] = plan.add(codec.compressed_bytes(w->length(j)));
-      in_at[j] = plan.add(codec.compressed_bytes(own_count));
+      block_at[j] = result_at + layout[j];
+      if (j != g) in_at[j] = plan.add(codec.compressed_bytes(own_count));
     }
-    mine_at = plan.add(codec.compressed_bytes(own_count));
-    acc_at = plan.add(ScratchPlan::times(own_count, sizeof(float)));
+    mine_at = block_at[g];
+    if (!w->own_x) acc_at = plan.add(ScratchPlan::times(own_count, sizeof(float)));  // else x's own block
+    for (int k = 0; k < static_cast<int>(peer_result_at.size()); ++k)
+      peer_result_at[k] = plan.add(result_layout(grp, codec, count, w->peer_local_index(k))[m]);
   }
   uint8_t* base;
   std::shared_ptr<uint8_t[]> own_scratch;
@@ -374,7 +424,12 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     w->in[j] = base + in_at[j];
   }
   w->mine = base + mine_at;
-  w->acc = reinterpret_cast<float*>(base + acc_at);
+  w->acc = member && m > 1 && w->own_x ? w->x + w->offset(g) : reinterpret_cast<float*>(base + acc_at);
+  for (size_t at : peer_result_at) w->peer_result.push_back(base + at);
+  for (int j = 0; j + 1 < static_cast<int>(layout.size()); ++j) {  // the gaps go on the wire: no stale bytes
+    const size_t used = layout[j] + codec.compressed_bytes(grp.block_count(count, j));
+    std::memset(base + result_at + used, 0, layout[j + 1] - used);
+  }
   s->hold(w);
 
   QuantizedWork* work = w.get();
@@ -393,7 +448,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     const size_t mine = grp.slice_count(count);
     for (int k = 0; k < nlocal; ++k) {
       const int peer = grp.local_peers[k];
-      const int theirs = k < grp.local_index ? k : k + 1;  // the peer's local index
+      const int theirs = w->peer_local_index(k);
       const size_t n = grp.slice_count_of(count, theirs);
       if (mine > 0) exchange.recvs.push_back({peer, w->local_in + static_cast<size_t>(k) * mine * elem, mine * elem});
       if (n > 0)
@@ -476,12 +531,23 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     }
   }
   if (member && !exchanges) s->then(timed([work] { work->finish(0); }));
-  if (grp.rail) {  // this rank's slice of the result to the host's other ranks, theirs from them
+  if (grp.rail && exchanges) {
+    // This rank's slice of the result, compressed, to the host's other ranks; theirs in, and decompressed here (the
+    // same bytes that their rails decompressed: identical outputs).
+    Round& spread = s->round();
+    for (int k = 0; k < nlocal; ++k) {
+      const int peer = grp.local_peers[k];
+      const size_t their_bytes = result_layout(grp, codec, count, w->peer_local_index(k))[m];
+      if (their_bytes > 0) spread.recvs.push_back({peer, w->peer_result[k], their_bytes});
+      if (layout[m] > 0) spread.sends.push_back({peer, base + result_at, layout[m]});
+      spread.after.push_back(timed([work, k] { work->finish_peer(k); }));
+    }
+  } else if (grp.rail) {  // this rank's slice of the result to the host's other ranks, theirs from them
     Round& spread = s->round();
     const size_t mine = grp.slice_count(count);
     for (int k = 0; k < nlocal; ++k) {
       const int peer = grp.local_peers[k];
-      const int theirs = k < grp.local_index ? k : k + 1;
+      const int theirs = w->peer_local_index(k);
       const size_t n = grp.slice_count_of(count, theirs);
       if (n > 0)
         spread.recvs.push_back(

@@ -4,9 +4,9 @@
 // and sends it to all (an allgather); everyone, the owner included, decompresses the same bytes, so outputs
 // are bit-identical. Hierarchical forms: the rail form (every host has L ranks) splits the vector into L slices;
 // the ranks of a host first sum each slice at full precision at the slice's rank (local index l), the ranks with
-// local index l on every host run the algorithm on slice l, and each sends its slice of the result to its host. The
-// leader form (hosts of different sizes): the group is one leader per host, which sums its host's inputs at full
-// precision first and sends them the result at the end.
+// local index l on every host run the algorithm on slice l, and each sends its slice of the result, compressed, to
+// its host, where every rank decompresses it. The leader form (hosts of different sizes): the group is one leader
+// per host, which sums its host's inputs at full precision first and sends them the result at the end.
 #pragma once
 
 #include <atomic>
@@ -43,6 +43,9 @@ struct QuantizedGroup {
   // Block b of the slice, which members[b] owns.
   size_t block_offset(size_t count, int b) const;
   size_t block_count(size_t count, int b) const;
+  // Block b of slice `local` (rail: another local rank's slice).
+  size_t block_offset_in(size_t count, int local, int b) const;
+  size_t block_count_in(size_t count, int local, int b) const;
 };
 
 // Error-feedback buffers, scratch and step counter of one tensor (bagua_qstate_t).
