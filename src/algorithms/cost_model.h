@@ -33,6 +33,11 @@ struct CostModel {
   // below, its full-precision exchange inside each host costs more than the inter-host bytes it saves (2 hosts x
   // 2 ranks, 1 and 10 Gbit/s, 16 and 64 MiB: the rail form won at 8, 4 and 2 bits, the flat form with sign; README).
   double quantized_hierarchical_min_bits = 1.5;
+  // A quantized allreduce whose alltoall and allgather each move at most this many compressed bytes per rank
+  // runs each in one round, every block at once, instead of m - 1 pairwise or ring rounds (4 hosts x 1, 1 Gbit/s:
+  // 4 MiB at 2 bits and sign, 192 and 96 KiB, ran 1.5-2x faster in one round; 384 KiB phases ran 10% faster
+  // or slower; 768 KiB 25% slower; docs/relaxations.md). BAGUA_QUANTIZED_ONE_ROUND_BYTES overrides it.
+  size_t quantized_one_round_bytes = 256 << 10;
 };
 
 // The terms every algorithm's cost is written in, for one call: m bytes on n ranks laid out as hosts. Across

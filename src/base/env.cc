@@ -43,6 +43,10 @@ constexpr EnvSetting kSettings[] = {
      "quantized allreduce below this many input bytes sends full precision (default: 1 MiB within one host, 32 KiB "
      "across hosts; 0: always quantize)",
      "user"},
+    {"BAGUA_QUANTIZED_ONE_ROUND_BYTES",
+     "quantized allreduce runs its alltoall and allgather in one round each up to this many compressed bytes per "
+     "rank and phase (default 256 KiB; 0: never)",
+     "user"},
     {"BAGUA_TRACE_SIZE", "operations each communicator's flight recorder keeps (default 1000; 0: off)", "user"},
     {"BAGUA_TRACE_DIR",
      "folder where each rank writes its flight recorder when a communicator fails (and bagua_comm_dump_trace with no "

@@ -78,6 +78,14 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_QUANTIZED_MIN_BYTES='{}' must be a byte count (0: always quantize)", text);
     config.quantized_min_bytes = v;
   }
+  if (const char* text = env_get("BAGUA_QUANTIZED_ONE_ROUND_BYTES"); text && *text) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(text, &end, 10);
+    if (*end != '\0' || !std::isdigit(static_cast<unsigned char>(text[0])) || errno == ERANGE)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_QUANTIZED_ONE_ROUND_BYTES='{}' must be a byte count (0: never)", text);
+    config.quantized_one_round_bytes = v;
+  }
   if (const char* text = env_get("BAGUA_TRACE_SIZE"); text && *text) {
     char* end = nullptr;
     unsigned long long v = std::strtoull(text, &end, 10);
@@ -141,6 +149,7 @@ uint64_t Config::agreement_hash() const {
   hash = fnv1a(hash, &single_copy_bytes, sizeof(single_copy_bytes));
   hash = fnv1a(hash, &inter_host_gbps, sizeof(inter_host_gbps));
   hash = fnv1a(hash, &quantized_min_bytes, sizeof(quantized_min_bytes));
+  hash = fnv1a(hash, &quantized_one_round_bytes, sizeof(quantized_one_round_bytes));
   hash = fnv1a(hash, &fingerprints, sizeof(fingerprints));
   return hash;
 }

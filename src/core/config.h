@@ -21,6 +21,9 @@ struct Config {
   // BAGUA_QUANTIZED_MIN_BYTES: a quantized allreduce below this many input bytes sends full precision; -1: the cost
   // model's sizes (CostModel::quantized_min_bytes_*)
   long long quantized_min_bytes = -1;
+  // BAGUA_QUANTIZED_ONE_ROUND_BYTES: a quantized allreduce's phases run in one round each up to this many compressed
+  // bytes per rank; -1: the cost model's (CostModel::quantized_one_round_bytes); 0: never
+  long long quantized_one_round_bytes = -1;
   // BAGUA_DEVICE_MEMORY_LIMIT: the most memory (pinned host and device) this communicator's device calls hold
   size_t device_memory_limit = size_t{1} << 30;
   size_t trace_size = 1000;  // BAGUA_TRACE_SIZE: operations the flight recorder keeps (0: off)

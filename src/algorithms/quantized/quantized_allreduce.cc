@@ -274,6 +274,13 @@ size_t quantized_min_bytes(const Comm& comm) {
   return comm.nhosts() > 1 ? model.quantized_min_bytes_hosts : model.quantized_min_bytes_one_host;
 }
 
+// Compressed bytes per rank and phase up to which each phase runs in one round: BAGUA_QUANTIZED_ONE_ROUND_BYTES,
+// else the cost model's.
+size_t quantized_one_round_bytes(const Comm& comm) {
+  if (comm.config().quantized_one_round_bytes >= 0) return static_cast<size_t>(comm.config().quantized_one_round_bytes);
+  return CostModel{}.quantized_one_round_bytes;
+}
+
 // The latency path: a plain allreduce (the selector's choice for this size) of the input plus what error feedback
 // owes, which is then zeroed, so that error feedback stays exact across the switch. The owed values go into
 // recvbuf (the input is read first, so in place works); fp16/bf16 inputs keep their rounding to the datatype as
@@ -464,9 +471,10 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
       gather.sends.push_back({grp.leader, a.sendbuf, count * elem});
     }
   }
-  // The alltoall runs as m - 1 pairwise rounds (shift k: send to g + k, receive from g - k), so that each
-  // link carries one flow at a time; the owner adds each input while the next one moves. Posting all
-  // shifts at once ran 1.3x slower on the test bed (TCP flows fighting in the shaper).
+  // Unless it moves few bytes (one_round below), the alltoall runs as m - 1 pairwise rounds (shift k: send to
+  // g + k, receive from g - k), so that each link carries one flow at a time; the owner adds each input while the
+  // next one moves. Posting all shifts of a large call at once ran 1.3x slower on the test bed (TCP flows
+  // fighting in the shaper).
   const int steps = std::max(1, m - 1);
   auto to = [&](int k) { return (g + k) % m; };
   auto from = [&](int k) { return (g - k + m) % m; };
@@ -484,50 +492,85 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     for (int k : shifts)
       if (exchanges && w->length(to(k)) > 0) s->then(timed([work, j = to(k)] { work->compress_block(j); }));
   }
-  for (int r = 0; r < steps; ++r) {  // alltoall: my compressed copy of block j to its owner j
-    Round& round = s->round();
-    if (!exchanges) continue;
-    const int k = shifts[r];
-    if (own_count > 0)
-      add_recv_pieces(round.recvs, grp.members[from(k)], w->in[from(k)], codec.compressed_bytes(own_count));
-    if (w->length(to(k)) > 0)
-      add_send_pieces(round.sends, grp.members[to(k)], w->block[to(k)], codec.compressed_bytes(w->length(to(k))));
-    if (own_count == 0) continue;
-    if (r == 0)
-      round.during.push_back(timed([work] { work->owner_begin(); }));
-    else
-      round.during.push_back(timed([work, j = from(shifts[r - 1])] { work->owner_add(j); }));
-    if (r + 1 == steps) round.after.push_back(timed([work, j = from(k)] { work->owner_add(j); }));
-  }
-  // Allgather of the owners' compressed results: a ring of m - 1 rounds. Block j starts at its owner; in round
-  // t rank g forwards block g - t to g + 1, in messages of 512 KiB (add_send_pieces), and decompresses the block
-  // it received in round t while round t + 1 moves (after the last round, the last one). The owner compresses
-  // its block after the alltoall. Cutting blocks into pipelined pieces (up to 16 of 512 KiB, a round barrier
-  // each) was slower: 257-308 ms against 241-262 ms for the 64 MiB 8-bit call on 4 test-bed hosts.
-  const int ring_rounds = std::max(1, m - 1);
-  const size_t first_gather_round = s->rounds().size();
-  for (int t = 0; t < ring_rounds; ++t) s->round();
-  auto gather_round = [&](int t) -> Round& { return s->rounds()[first_gather_round + t]; };
-  // Work for the round after round t (its `during`), or after the last round.
-  auto after_round = [&](int t, LocalStep step) {
-    if (t + 1 < ring_rounds)
-      gather_round(t + 1).during.push_back(std::move(step));
-    else
-      gather_round(t).after.push_back(std::move(step));
-  };
-  if (exchanges) {
-    const int next = grp.members[to(1)], prev = grp.members[from(1)];
-    s->rounds()[first_gather_round - 1].after.push_back(timed([work] { work->owner_compress(); }));
-    after_round(0, timed([work, g] { work->finish(g); }));
-    for (int t = 0; t < m - 1; ++t) {
-      const int send_block = (g - t + m) % m, recv_block = (g - t - 1 + m) % m;
-      const size_t send_bytes = codec.compressed_bytes(w->length(send_block));
-      const size_t recv_bytes = codec.compressed_bytes(w->length(recv_block));
-      Round& round = gather_round(t);
-      if (send_bytes > 0)
-        add_send_pieces(round.sends, next, send_block == g ? w->mine : w->block[send_block], send_bytes);
-      if (recv_bytes > 0) add_recv_pieces(round.recvs, prev, w->block[recv_block], recv_bytes);
-      after_round(t, timed([work, recv_block] { work->finish(recv_block); }));
+  // A phase that moves few bytes runs in one round (every block at once): m - 1 rounds' latencies would cost more
+  // than the flows sharing each link. The same choice on every rank (count, slices, m and the configuration are).
+  const size_t largest_block = ring::chunk_size(ring::chunk_size(count, grp.local_size, 0), m, 0);
+  const bool one_round =
+      m > 2 && static_cast<size_t>(m - 1) * codec.compressed_bytes(largest_block) <= quantized_one_round_bytes(comm);
+  if (one_round) {  // the alltoall, then the owners' results straight to everyone (no ring)
+    s->round();
+    s->round();
+    Round& alltoall = s->rounds()[s->rounds().size() - 2];
+    Round& allgather = s->rounds().back();
+    if (exchanges) {
+      for (int k : shifts) {
+        if (own_count > 0)
+          add_recv_pieces(alltoall.recvs, grp.members[from(k)], w->in[from(k)], codec.compressed_bytes(own_count));
+        if (w->length(to(k)) > 0)
+          add_send_pieces(alltoall.sends, grp.members[to(k)], w->block[to(k)],
+                          codec.compressed_bytes(w->length(to(k))));
+      }
+      if (own_count > 0) {
+        alltoall.during.push_back(timed([work] { work->owner_begin(); }));
+        for (int k : shifts) alltoall.after.push_back(timed([work, j = from(k)] { work->owner_add(j); }));
+        alltoall.after.push_back(timed([work] { work->owner_compress(); }));
+      }
+      for (int k = 1; k < m; ++k) {
+        if (own_count > 0)
+          add_send_pieces(allgather.sends, grp.members[to(k)], w->mine, codec.compressed_bytes(own_count));
+        const int j = from(k);
+        if (w->length(j) > 0)
+          add_recv_pieces(allgather.recvs, grp.members[j], w->block[j], codec.compressed_bytes(w->length(j)));
+      }
+      allgather.during.push_back(timed([work, g] { work->finish(g); }));
+      for (int k = 1; k < m; ++k) allgather.after.push_back(timed([work, j = from(k)] { work->finish(j); }));
+    }
+  } else {
+    for (int r = 0; r < steps; ++r) {  // alltoall: my compressed copy of block j to its owner j
+      Round& round = s->round();
+      if (!exchanges) continue;
+      const int k = shifts[r];
+      if (own_count > 0)
+        add_recv_pieces(round.recvs, grp.members[from(k)], w->in[from(k)], codec.compressed_bytes(own_count));
+      if (w->length(to(k)) > 0)
+        add_send_pieces(round.sends, grp.members[to(k)], w->block[to(k)], codec.compressed_bytes(w->length(to(k))));
+      if (own_count == 0) continue;
+      if (r == 0)
+        round.during.push_back(timed([work] { work->owner_begin(); }));
+      else
+        round.during.push_back(timed([work, j = from(shifts[r - 1])] { work->owner_add(j); }));
+      if (r + 1 == steps) round.after.push_back(timed([work, j = from(k)] { work->owner_add(j); }));
+    }
+    // Allgather of the owners' compressed results: a ring of m - 1 rounds. Block j starts at its owner; in round
+    // t rank g forwards block g - t to g + 1, in messages of 512 KiB (add_send_pieces), and decompresses the block
+    // it received in round t while round t + 1 moves (after the last round, the last one). The owner compresses
+    // its block after the alltoall. Cutting blocks into pipelined pieces (up to 16 of 512 KiB, a round barrier
+    // each) was slower: 257-308 ms against 241-262 ms for the 64 MiB 8-bit call on 4 test-bed hosts.
+    const int ring_rounds = std::max(1, m - 1);
+    const size_t first_gather_round = s->rounds().size();
+    for (int t = 0; t < ring_rounds; ++t) s->round();
+    auto gather_round = [&](int t) -> Round& { return s->rounds()[first_gather_round + t]; };
+    // Work for the round after round t (its `during`), or after the last round.
+    auto after_round = [&](int t, LocalStep step) {
+      if (t + 1 < ring_rounds)
+        gather_round(t + 1).during.push_back(std::move(step));
+      else
+        gather_round(t).after.push_back(std::move(step));
+    };
+    if (exchanges) {
+      const int next = grp.members[to(1)], prev = grp.members[from(1)];
+      s->rounds()[first_gather_round - 1].after.push_back(timed([work] { work->owner_compress(); }));
+      after_round(0, timed([work, g] { work->finish(g); }));
+      for (int t = 0; t < m - 1; ++t) {
+        const int send_block = (g - t + m) % m, recv_block = (g - t - 1 + m) % m;
+        const size_t send_bytes = codec.compressed_bytes(w->length(send_block));
+        const size_t recv_bytes = codec.compressed_bytes(w->length(recv_block));
+        Round& round = gather_round(t);
+        if (send_bytes > 0)
+          add_send_pieces(round.sends, next, send_block == g ? w->mine : w->block[send_block], send_bytes);
+        if (recv_bytes > 0) add_recv_pieces(round.recvs, prev, w->block[recv_block], recv_bytes);
+        after_round(t, timed([work, recv_block] { work->finish(recv_block); }));
+      }
     }
   }
   if (member && !exchanges) s->then(timed([work] { work->finish(0); }));
