@@ -1,6 +1,7 @@
 #include "base/scratch_cache.h"
 
 #include <algorithm>
+#include <iterator>
 #include <mutex>
 #include <vector>
 
@@ -29,15 +30,17 @@ class ScratchCache {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       retain_ = true;
-      auto best = free_.end();
-      for (auto it = free_.begin(); it != free_.end(); ++it)  // the smallest that fits
+      // The smallest that fits; of equal ones the last returned, whose pages the previous user touched (a
+      // rotation over equal buffers paid a fault per page of the parts that only some users touch).
+      auto best = free_.rend();
+      for (auto it = free_.rbegin(); it != free_.rend(); ++it)
         if (it->bytes >= bytes && it->bytes / kMostOversize <= bytes &&
-            (best == free_.end() || it->bytes < best->bytes))
+            (best == free_.rend() || it->bytes < best->bytes))
           best = it;
-      if (best != free_.end()) {
+      if (best != free_.rend()) {
         chosen = *best;
         cached_bytes_ -= best->bytes;
-        free_.erase(best);
+        free_.erase(std::next(best).base());
       }
     }
     if (chosen.data == nullptr) chosen = Cached{new uint8_t[bytes], bytes};
@@ -61,7 +64,8 @@ class ScratchCache {
   }
 
  private:
-  // Keeps the buffer unless that exceeds the limits; then the smallest buffers go first.
+  // Keeps the buffer unless that exceeds the limits; then the smallest buffers go first (of equal ones the oldest).
+  // free_ stays in the order buffers came back.
   void give_back(Cached c) {
     std::vector<Cached> dropped;
     {
@@ -72,11 +76,12 @@ class ScratchCache {
         free_.push_back(c);
         cached_bytes_ += c.bytes;
       }
-      std::sort(free_.begin(), free_.end(), [](const Cached& a, const Cached& b) { return a.bytes > b.bytes; });
       while (!free_.empty() && (free_.size() > kMostBuffers || cached_bytes_ > kMostBytes)) {
-        dropped.push_back(free_.back());
-        cached_bytes_ -= free_.back().bytes;
-        free_.pop_back();
+        auto smallest = std::min_element(free_.begin(), free_.end(),
+                                         [](const Cached& a, const Cached& b) { return a.bytes < b.bytes; });
+        dropped.push_back(*smallest);
+        cached_bytes_ -= smallest->bytes;
+        free_.erase(smallest);
       }
     }
     for (const Cached& d : dropped) delete[] d.data;

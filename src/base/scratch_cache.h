@@ -1,8 +1,8 @@
 // Scratch memory reused across operations. Large allocations come straight from mmap and go back on
 // free, so a fresh buffer per call pays a page fault per 4 KiB on first touch (25 ms for the 48 MiB of
-// a 64 MiB quantized allreduce). take() hands out a cached buffer when one is large enough; the buffer
-// comes back to the cache when its last owner drops it. Buffers are never shared while held; a cached
-// buffer serves requests of at least half its size.
+// a 64 MiB quantized allreduce). take() hands out a cached buffer when one is large enough (the smallest, and
+// of equal ones the last returned); the buffer comes back to the cache when its last owner drops it. Buffers
+// are never shared while held; a cached buffer serves requests of at least half its size.
 #pragma once
 
 #include <cstddef>
