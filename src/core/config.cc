@@ -18,6 +18,18 @@ uint64_t fnv1a(uint64_t hash, const void* data, size_t len) {
   for (size_t i = 0; i < len; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
   return hash;
 }
+
+// A non-negative byte count from the environment into *out, when the variable is set.
+void read_byte_count(const char* name, const char* zero_means, long long* out) {
+  const char* text = env_get(name);
+  if (text == nullptr || *text == '\0') return;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text, &end, 10);
+  if (*end != '\0' || !std::isdigit(static_cast<unsigned char>(text[0])) || errno == ERANGE)
+    fail(BAGUA_ERR_INVALID_USAGE, "{}='{}' must be a byte count ({})", name, text, zero_means);
+  *out = v;
+}
 }  // namespace
 
 bool parse_timeout_seconds(const std::string& text, int* timeout_ms) {
@@ -70,22 +82,8 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_INTER_HOST_GBPS='{}' must be a bandwidth in GB/s", text);
     config.inter_host_gbps = v;
   }
-  if (const char* text = env_get("BAGUA_QUANTIZED_MIN_BYTES"); text && *text) {
-    char* end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(text, &end, 10);
-    if (*end != '\0' || !std::isdigit(static_cast<unsigned char>(text[0])) || errno == ERANGE)
-      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_QUANTIZED_MIN_BYTES='{}' must be a byte count (0: always quantize)", text);
-    config.quantized_min_bytes = v;
-  }
-  if (const char* text = env_get("BAGUA_QUANTIZED_ONE_ROUND_BYTES"); text && *text) {
-    char* end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(text, &end, 10);
-    if (*end != '\0' || !std::isdigit(static_cast<unsigned char>(text[0])) || errno == ERANGE)
-      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_QUANTIZED_ONE_ROUND_BYTES='{}' must be a byte count (0: never)", text);
-    config.quantized_one_round_bytes = v;
-  }
+  read_byte_count("BAGUA_QUANTIZED_MIN_BYTES", "0: always quantize", &config.quantized_min_bytes);
+  read_byte_count("BAGUA_QUANTIZED_ONE_ROUND_BYTES", "0: never", &config.quantized_one_round_bytes);
   if (const char* text = env_get("BAGUA_TRACE_SIZE"); text && *text) {
     char* end = nullptr;
     unsigned long long v = std::strtoull(text, &end, 10);

@@ -107,6 +107,26 @@ TEST_CASE("BAGUA_TIMEOUT parsing", "[config]") {
   unsetenv("BAGUA_TIMEOUT");
 }
 
+TEST_CASE("quantized byte counts: parsed, refused with the variable named, and agreed at init", "[config]") {
+  for (const char* name : {"BAGUA_QUANTIZED_MIN_BYTES", "BAGUA_QUANTIZED_ONE_ROUND_BYTES"}) {
+    CAPTURE(name);
+    setenv(name, "0", 1);
+    Config zero = Config::from_env();
+    setenv(name, "262144", 1);
+    Config some = Config::from_env();
+    CHECK(zero.agreement_hash() != some.agreement_hash());
+    for (const char* bad : {"-1", "1k", "abc", "99999999999999999999"}) {
+      setenv(name, bad, 1);
+      CHECK_THROWS_WITH(Config::from_env(), Catch::Contains(name) && Catch::Contains("byte count"));
+    }
+    unsetenv(name);
+  }
+  setenv("BAGUA_QUANTIZED_ONE_ROUND_BYTES", "4096", 1);
+  CHECK(Config::from_env().quantized_one_round_bytes == 4096);
+  unsetenv("BAGUA_QUANTIZED_ONE_ROUND_BYTES");
+  CHECK(Config::from_env().quantized_one_round_bytes == -1);
+}
+
 TEST_CASE("the agreement hash follows BAGUA_ALGO", "[config]") {
   Config a, b;
   CHECK(a.agreement_hash() == b.agreement_hash());
