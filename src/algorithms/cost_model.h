@@ -36,9 +36,10 @@ struct CostModel {
   double quantized_hierarchical_min_bits = 1.5;
   // A quantized allreduce whose alltoall and allgather each move at most this many compressed bytes per rank
   // runs each in one round, every block at once, instead of m - 1 pairwise or ring rounds (4 hosts x 1, 1 Gbit/s:
-  // 4 MiB at 2 bits and sign, 192 and 96 KiB, ran 1.5-2x faster in one round; 384 KiB phases ran 10% faster
-  // or slower; 768 KiB 25% slower; docs/relaxations.md). BAGUA_QUANTIZED_ONE_ROUND_BYTES overrides it.
-  size_t quantized_one_round_bytes = 256 << 10;
+  // 4 MiB at 2 bits and sign, 192 and 96 KiB, ran 1.5-2x faster in one round; 384 KiB phases (16 MiB sign) 1.25x
+  // faster since the scratch cache fix; 768 KiB 25% slower; docs/relaxations.md). BAGUA_QUANTIZED_ONE_ROUND_BYTES
+  // overrides it.
+  size_t quantized_one_round_bytes = 512 << 10;
 };
 
 // The terms every algorithm's cost is written in, for one call: m bytes on n ranks laid out as hosts. Across

@@ -45,7 +45,7 @@ constexpr EnvSetting kSettings[] = {
      "user"},
     {"BAGUA_QUANTIZED_ONE_ROUND_BYTES",
      "quantized allreduce runs its alltoall and allgather in one round each up to this many compressed bytes per "
-     "rank and phase (default 256 KiB; 0: never)",
+     "rank and phase (default 512 KiB; 0: never)",
      "user"},
     {"BAGUA_TRACE_SIZE", "operations each communicator's flight recorder keeps (default 1000; 0: off)", "user"},
     {"BAGUA_TRACE_DIR",
