@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     else
       return 2;
   }
+  perf_check_sweep(begin, end, factor, iters, warmup);
   bagua_comm_t comm;
   PERF_OK(bagua_comm_init_from_env(&comm));
   int rank, size;

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  perf_check_sweep(begin, end, factor, iters, warmup);
   bagua_comm_t comm;
   PERF_OK(bagua_comm_init_from_env(&comm));
   int rank, size, local_size;

@@ -30,6 +30,14 @@ inline size_t perf_parse_size(const char* s) {
   return static_cast<size_t>(v);
 }
 
+// Exits with a message unless the sweep ends (factor >= 2, begin <= end) and runs at least one iteration.
+inline void perf_check_sweep(size_t begin, size_t end, size_t factor, int iters, int warmup) {
+  if (factor < 2 || begin == 0 || begin > end || iters < 1 || warmup < 0) {
+    std::fprintf(stderr, "need -f >= 2, 0 < -b <= -e, -n >= 1 and -w >= 0\n");
+    std::exit(2);
+  }
+}
+
 inline double perf_max_over_ranks(double v, bagua_comm_t comm) {
   PERF_OK(bagua_allreduce(&v, &v, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
   return v;
