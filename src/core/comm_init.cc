@@ -260,20 +260,27 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   Writer announce;
   announce.raw(&mine, sizeof mine);
   announce.str(comm->recovery_listener_.local_address().str());
+  const std::string machine = detect_machine_id();
+  announce.str(machine);
   std::vector<Bytes> announced = comm->ring_->allgather(announce.out(), deadline);
-  cpu_set_t host_cores;
-  CPU_ZERO(&host_cores);
+  // Ranks outnumber cores when those on this machine (not only this host: containers and the test bed's
+  // namespaces share its cores) may use fewer cores between them than there are ranks.
+  cpu_set_t machine_cores;
+  CPU_ZERO(&machine_cores);
+  int machine_ranks = 0;
   for (int r = 0; r < nranks; ++r) {
     Reader rd(announced[r], "rank announcement");
     cpu_set_t theirs;
     rd.raw(&theirs, sizeof theirs);
     comm->recovery_addresses_.push_back(rd.str(256));
-    if (table.ranks[r].host_id == table.ranks[rank].host_id) CPU_OR(&host_cores, &host_cores, &theirs);
+    if (rd.str(256) != machine) continue;
+    CPU_OR(&machine_cores, &machine_cores, &theirs);
+    ++machine_ranks;
   }
-  if (CPU_COUNT(&host_cores) > 0 && comm->local_size() > CPU_COUNT(&host_cores)) {
+  if (CPU_COUNT(&machine_cores) > 0 && machine_ranks > CPU_COUNT(&machine_cores)) {
     Backoff::set_oversubscribed();
-    BAGUA_DEBUG("{} ranks on this host share {} cores: waits yield the core at once", comm->local_size(),
-                CPU_COUNT(&host_cores));
+    BAGUA_DEBUG("{} ranks on this machine share {} cores: waits yield the core at once", machine_ranks,
+                CPU_COUNT(&machine_cores));
   }
 
   // One UCX worker per communicator; worker addresses travel over the bootstrap ring.

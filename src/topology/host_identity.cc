@@ -13,8 +13,7 @@
 
 namespace bagua {
 
-std::string detect_host_id() {
-  if (const char* forced = env_get_nonempty("BAGUA_HOST_ID")) return std::string(forced).substr(0, 200);
+std::string detect_machine_id() {
   std::string boot_id;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
   if (boot_id.empty()) {
@@ -22,6 +21,12 @@ std::string detect_host_id() {
     gethostname(name, sizeof(name) - 1);
     boot_id = name;
   }
+  return boot_id.substr(0, 200);
+}
+
+std::string detect_host_id() {
+  if (const char* forced = env_get_nonempty("BAGUA_HOST_ID")) return std::string(forced).substr(0, 200);
+  const std::string boot_id = detect_machine_id();
   struct stat st {};
   unsigned long long ipc_inode = stat("/proc/self/ns/ipc", &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0;
   return fmt::format("{}/ipc:{}", boot_id, ipc_inode);

@@ -9,6 +9,10 @@ namespace bagua {
 
 std::string detect_host_id();
 
+// The machine, whatever the namespaces: boot_id (hostname without it). Ranks with the same machine id share its
+// cores even when their host ids differ (containers, the network-namespace test bed, BAGUA_HOST_ID).
+std::string detect_machine_id();
+
 struct LocalPlacement {
   int local_rank = 0;
   int local_size = 1;
