@@ -280,8 +280,11 @@ typedef enum BAGUA_ENUM_BASE {
 } bagua_compress_kind_t;
 
 typedef enum BAGUA_ENUM_BASE {
-  BAGUA_HIERARCHICAL_AUTO = 0, /* on when the communicator spans hosts and some host has several ranks */
-  BAGUA_HIERARCHICAL_ON = 1,   /* full precision inside each host, compressed only between hosts */
+  /* on when the communicator spans hosts, some host has several ranks and the format sends at least 1.5 bits per
+     element (so not for sign or 1-bit min-max) */
+  BAGUA_HIERARCHICAL_AUTO = 0,
+  BAGUA_HIERARCHICAL_ON = 1, /* inputs summed at full precision inside each host; compressed between hosts, and the
+                                result compressed back inside the host (rail form) or at full precision (leader) */
   BAGUA_HIERARCHICAL_OFF = 2
 } bagua_hierarchical_t;
 

@@ -34,7 +34,7 @@ class ScratchCache {
       // rotation over equal buffers paid a fault per page of the parts that only some users touch).
       auto best = free_.rend();
       for (auto it = free_.rbegin(); it != free_.rend(); ++it)
-        if (it->bytes >= bytes && it->bytes / kMostOversize <= bytes &&
+        if (it->bytes >= bytes && it->bytes <= kMostOversize * bytes &&
             (best == free_.rend() || it->bytes < best->bytes))
           best = it;
       if (best != free_.rend()) {

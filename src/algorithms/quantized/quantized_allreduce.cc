@@ -334,7 +334,11 @@ std::unique_ptr<Operation> build_full_precision(Comm& comm, const QuantizedArgs&
 
 }  // namespace
 
-CallDetails quantized_details(size_t count, const Codec& codec) { return {count, hash_name(codec.describe().c_str())}; }
+CallDetails quantized_details(size_t count, const Codec& codec) {
+  // Chunk and hierarchical mode change the messages and the rounds; seed and error feedback stay local.
+  return {count, mix_details(mix_details(hash_name(codec.describe().c_str()), codec.chunk()),
+                             static_cast<uint64_t>(codec.hierarchical()))};
+}
 
 std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const QuantizedArgs& a, const Codec& codec,
                                                      QuantizedState* state, const ScheduleContext* taken) {

@@ -97,7 +97,8 @@ struct QuantizedArgs {
   bagua_redop_t op;  // SUM or AVG
 };
 
-// The fingerprint details of a quantized allreduce (dispatch.h's make_context): count and compression.
+// The fingerprint details of a quantized allreduce (dispatch.h's make_context): count, format, chunk and
+// hierarchical mode.
 CallDetails quantized_details(size_t count, const Codec& codec);
 
 // Builds the operation (arguments already validated). state may be NULL (no error feedback). taken: a context
