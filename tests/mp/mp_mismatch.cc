@@ -134,18 +134,23 @@ int main() {
     });
   }
   // Quantized allreduce with another chunk, or another hierarchical mode, on the last rank: both change the
-  // messages and the number of rounds (the one-round form depends on compressed sizes).
+  // messages and the number of rounds (the one-round form depends on compressed sizes). The fingerprint names it
+  // on the first message, before any message size could differ.
   for (const char* what : {"chunk", "hierarchical"}) {
     std::vector<float> x(680000, 1.0f);
-    run_case(world, what == std::string("chunk") ? "quantized-chunk" : "quantized-hierarchical", [&](bagua_comm_t c) {
-      bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
-      cfg.kind = BAGUA_COMPRESS_MINMAX;
-      cfg.bits = 8;
-      cfg.chunk = what == std::string("chunk") && last ? 4096 : 256;
-      cfg.hierarchical = what == std::string("hierarchical") && last ? BAGUA_HIERARCHICAL_ON : BAGUA_HIERARCHICAL_OFF;
-      return bagua_quantized_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, c,
-                                       nullptr);
-    });
+    run_case(
+        world, what == std::string("chunk") ? "quantized-chunk" : "quantized-hierarchical",
+        [&](bagua_comm_t c) {
+          bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+          cfg.kind = BAGUA_COMPRESS_MINMAX;
+          cfg.bits = 8;
+          cfg.chunk = what == std::string("chunk") && last ? 4096 : 256;
+          cfg.hierarchical =
+              what == std::string("hierarchical") && last ? BAGUA_HIERARCHICAL_ON : BAGUA_HIERARCHICAL_OFF;
+          return bagua_quantized_allreduce(x.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, &cfg, nullptr, c,
+                                           nullptr);
+        },
+        "algorithm or settings");
   }
   // A send of float32 received as int32.
   if (g_size == 2) {
