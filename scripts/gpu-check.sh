@@ -97,10 +97,13 @@ step() {
   # The Python binding's suite with CUDA tensors (tests/python/test_cuda.py) on the machine's python3 and torch.
   step python 240 env PYTHONPATH=build/python BAGUA_QUANTIZED_MIN_BYTES=0 BAGUA_TIMEOUT=30 $RUN -n 2 \
     python3 -m pytest -q -p no:cacheprovider tests/python
-  # Benchmarks: kernels, then allreduce on device and on host memory, 2 ranks sharing the GPU.
+  # Benchmarks: kernels, then allreduce on device and on host memory, 2 ranks sharing the GPU; then the quantized one.
   step perf:kernels 90 $B/bagua_cuda_kernels_perf
   step perf:device 90 $RUN -n 2 $B/bagua_allreduce_perf -M device -b 4K -e 256M -f 4
   step perf:host 90 $RUN -n 2 $B/bagua_allreduce_perf -M host -b 4K -e 256M -f 4
+  # The quantized allreduce on device memory between two logical hosts on the one GPU, 64 MiB.
+  step perf:quantized 90 $RUN -n 2 sh -c 'BAGUA_HOST_ID=gpu-check-host$BAGUA_RANK exec "$0" -M device -b 64M -e 64M' \
+    $B/bagua_quantized_perf
   # torch.distributed's gloo on CUDA tensors (and NCCL's refusal of two ranks on one GPU), when python3 has torch.
   step perf:torch 150 perf/gpu/compare.sh build
   echo "== result: $([ $status = 0 ] && echo ok || echo "FAILED: ${failed[*]}")"
