@@ -61,6 +61,11 @@ void Comm::poison(bagua_status_t status, const std::string& message) {
   if (ring_) ring_->notify_failure(status, message);
 }
 
+std::string Comm::poison_message() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return poison_message_;
+}
+
 void Comm::fail_everything(bagua_status_t status, const std::string& message) {
   poison(status, message);
   const bagua_status_t failure = poison_status_.load();

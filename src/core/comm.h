@@ -107,6 +107,7 @@ class Comm {
   // Throws if the communicator was aborted or failed, or the bootstrap ring reports a failure now.
   void check_peers_now();
   bagua_status_t poison_status() const { return poison_status_.load(); }
+  std::string poison_message() const;
 
   void set_last_error(const std::string& message);
   const char* last_error();

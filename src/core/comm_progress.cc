@@ -143,6 +143,7 @@ bool Comm::test(Operation& op) {
   std::lock_guard<std::timed_mutex> lock(engine_mutex_);
   if (op.running()) {
     if (abort_requested_.load()) fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
+    if (poisoned()) fail_everything(poison_status(), poison_message());  // marked by fail_now without the engine
     progress_all();
     if (op.state() == Operation::State::kDone) check_stranded_messages(op);
     if (op.running()) check_health_throttled();

@@ -1,6 +1,7 @@
 #include "core/device_proxy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include "base/backoff.h"
@@ -28,6 +29,9 @@ struct StreamUse {
   int operations;
 };
 std::mutex g_stream_mutex;
+// Stream gates parked and not yet released, by every communicator of the process: while any is, freeing pinned
+// memory (which waits for the device, parked streams included) could wait for a rank that waits for us.
+std::atomic<int> g_parked_gates{0};
 std::vector<StreamUse> g_stream_uses;  // entries are reused, never erased (indices stay valid)
 
 bool is_legacy(DeviceStream s) { return s == nullptr || s == kLegacyStream; }
@@ -36,7 +40,8 @@ bool is_legacy(DeviceStream s) { return s == nullptr || s == kLegacyStream; }
 bool ordered_behind(const StreamUse& a, const StreamUse& b) {
   if (a.device != b.device) return false;
   if (is_legacy(a.stream) && is_legacy(b.stream)) return true;
-  if (a.stream == kPerThreadStream || b.stream == kPerThreadStream) return false;  // one per thread
+  // Each thread has its own per-thread default stream; it is a blocking stream, synchronized with the legacy one.
+  if (a.stream == kPerThreadStream && b.stream == kPerThreadStream) return false;
   if (a.stream == b.stream) return true;
   return (is_legacy(a.stream) && b.blocking) || (is_legacy(b.stream) && a.blocking);
 }
@@ -308,9 +313,11 @@ StagingLease DeviceProxy::lease(size_t bytes) {
       leased_bytes_ += bytes;
       return StagingLease(this, p, bytes);
     }
-    if (leased_bytes_ == 0 && !free_blocks_.empty()) {
-      // Idle blocks of other sizes fill the limit and no operation of ours holds staging, so no stream waits on
-      // our gates: free them (outside the lock; freeing pinned memory waits for the device).
+    const bool idle_blocks = !free_blocks_.empty();
+    if (idle_blocks && g_parked_gates.load() == 0) {
+      // Idle blocks of other sizes fill the limit and no stream of the process waits on a gate: free them
+      // (outside the lock; freeing pinned memory waits for the device). Leases of calls in an open group do not
+      // stand in the way: their streams are parked only when the group ends.
       std::vector<void*> victims;
       for (auto& [size, ptr] : free_blocks_) {
         victims.push_back(ptr);
@@ -322,12 +329,16 @@ StagingLease DeviceProxy::lease(size_t bytes) {
       lock.lock();
       continue;
     }
-    if (submitted_bytes_ == 0)
+    if (submitted_bytes_ == 0 && !idle_blocks)
       fail(BAGUA_ERR_SYSTEM,
            "a device call needs {} bytes of staging memory, but calls not yet enqueued (in an open group) hold {} "
            "of BAGUA_DEVICE_MEMORY_LIMIT = {} bytes",
            bytes, leased_bytes_, limit);
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout)
+    // Our operations hand staging back with a notification; other communicators' gates are polled.
+    const auto wake =
+        idle_blocks ? std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(10)) : deadline;
+    changed_.wait_until(lock, wake);
+    if (std::chrono::steady_clock::now() >= deadline)
       fail(BAGUA_ERR_TIMEOUT,
            "a device call waited {:.1f} s for {} bytes of staging memory; operations in flight hold {} of "
            "BAGUA_DEVICE_MEMORY_LIMIT = {} bytes",
@@ -362,11 +373,13 @@ std::shared_ptr<StreamGate> DeviceProxy::park(DeviceStream stream) {
     word = &gate_pages_[slot / kGateWordsPerPage][slot % kGateWordsPerPage];
   }
   auto gate = std::make_shared<StreamGate>(this, slot, value);  // released (a no-op) if wait_value throws
+  g_parked_gates.fetch_add(1);
   runtime_.wait_value(stream, word, value);
   return gate;
 }
 
 void DeviceProxy::release_slot(uint32_t slot, uint32_t value) {
+  g_parked_gates.fetch_sub(1);
   std::lock_guard<std::mutex> lock(mutex_);
   __atomic_store_n(&gate_pages_[slot / kGateWordsPerPage][slot % kGateWordsPerPage], value, __ATOMIC_RELEASE);
   try {
@@ -440,14 +453,14 @@ void DeviceProxy::run() {
         for (Entry& e : entries_) snapshot.push_back(e.op.get());
       }
       for (DeviceOperation* op : snapshot) {
-        if (op->device() != current_device) {  // this thread's CUDA calls go to the operation's device
-          runtime_.set_device(op->device());
-          current_device = op->device();
-        }
         bagua_status_t status = BAGUA_SUCCESS;
         std::string error;
         bool done = false;
         try {
+          if (op->device() != current_device) {  // this thread's CUDA calls go to the operation's device
+            runtime_.set_device(op->device());
+            current_device = op->device();
+          }
           done = comm_.test(*op);
         } catch (const Error& e) {
           done = true;

@@ -89,7 +89,9 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   int stream_device(DeviceStream) override { return 0; }
   bool stream_capturing(DeviceStream stream) override { return stream_of(stream)->capturing.load(); }
   // The stand-in's streams never wait for each other; only the legacy default one counts as blocking.
-  bool stream_blocking(DeviceStream stream) override { return stream_of(stream) == &legacy_default_; }
+  bool stream_blocking(DeviceStream stream) override {
+    return stream_of(stream) == &legacy_default_ || stream == kPerThread;
+  }
 
   std::unique_ptr<DeviceEvent> record(DeviceStream stream) override {
     StandinStream* s = stream_of(stream);
@@ -150,7 +152,14 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   void set_capturing(DeviceStream stream, bool capturing) override { stream_of(stream)->capturing = capturing; }
 
  private:
+  // CUDA's handles: NULL and 0x1 the legacy default stream, 0x2 the calling thread's per-thread default stream
+  // (a stream of its own here, not ordered against the legacy one as in CUDA).
+  static inline const DeviceStream kPerThread = reinterpret_cast<DeviceStream>(0x2);
   StandinStream* stream_of(DeviceStream stream) {
+    if (stream == kPerThread) {
+      thread_local StandinStream* per_thread = new StandinStream;  // never freed, like every stand-in stream
+      return per_thread;
+    }
     return stream && stream != reinterpret_cast<DeviceStream>(0x1) ? static_cast<StandinStream*>(stream)
                                                                    : &legacy_default_;
   }

@@ -6,7 +6,8 @@
 //   failure    rank 1 leaves with an operation in flight: the survivors' stream synchronize returns within
 //              BAGUA_TIMEOUT + 2 s and the error is reported by the call's request and every later call
 //   abort      abort from another thread while device work is enqueued that cannot finish
-//   limit      a call larger than BAGUA_DEVICE_MEMORY_LIMIT is a clear error with no side effect
+//   limit      a call larger than BAGUA_DEVICE_MEMORY_LIMIT is a clear error with no side effect; a group that
+//              fits once idle staging is freed runs
 //   relaxations  the quantized allreduce (fp32 and fp16, in and out of place, error feedback over several calls
 //              queued on one stream without a synchronize), the neighbor allreduce and low-precision
 //              decentralized SGD on device memory give bit for bit what the same calls give on host memory;
@@ -356,6 +357,24 @@ int limit(bagua_comm_t comm) {
     b.download(stream);
     sync(stream);
     for (int64_t v : b.host) MP_CHECK(v == 3 * g_size);
+  }
+  // A group that fits the limit only once the idle block of the last call (880000 bytes, too large to reuse for
+  // either call) is freed: a call of the group holds staging when the second one needs room.
+  {
+    DevBuf a(20000), b(30000);
+    for (auto& v : a.host) v = 5;
+    for (auto& v : b.host) v = 7;
+    a.upload(stream);
+    b.upload(stream);
+    MP_OK(bagua_group_start());
+    MP_OK(bagua_allreduce(a.dev, a.dev, 20000, BAGUA_INT64, BAGUA_SUM, comm, stream));
+    MP_OK(bagua_allreduce(b.dev, b.dev, 30000, BAGUA_INT64, BAGUA_SUM, comm, stream));
+    MP_OK(bagua_group_end());
+    a.download(stream);
+    b.download(stream);
+    sync(stream);
+    for (int64_t v : a.host) MP_CHECK(v == 5 * g_size);
+    for (int64_t v : b.host) MP_CHECK(v == 7 * g_size);
   }
   // A group whose calls together need more than the limit: the call that does not fit fails at once (its group's
   // own calls hold the staging), with no side effect.

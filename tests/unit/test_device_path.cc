@@ -94,3 +94,27 @@ TEST_CASE("thread ranks may not be ordered behind each other on one stream", "[.
   // Released with its operation.
   CHECK_NOTHROW(probe.take(rt, comm, 2, own_a, false));
 }
+
+// Per-thread default streams (0x2): one per thread, so two thread ranks' do not wait on each other, but each
+// synchronizes with the legacy default stream, in either order.
+TEST_CASE("per-thread default streams are ordered against the legacy stream only", "[.][device_path]") {
+  DeviceRuntime& rt = device_runtime();
+  void* own = rt.create_stream(0);
+  void* per_thread = reinterpret_cast<void*>(0x2);
+  const uint64_t comm = 0x5eee;
+  StreamClaim probe;
+  {
+    StreamClaim legacy_by_rank0;
+    legacy_by_rank0.take(rt, comm, 0, nullptr, true);
+    CHECK_THROWS_AS(probe.take(rt, comm, 1, per_thread, false), Error);
+  }
+  {
+    StreamClaim per_thread_by_rank1;
+    per_thread_by_rank1.take(rt, comm, 1, per_thread, true);
+    CHECK_NOTHROW(probe.take(rt, comm, 2, per_thread, false));
+    CHECK_NOTHROW(probe.take(rt, comm, 2, own, false));
+    CHECK_THROWS_AS(probe.take(rt, comm, 0, nullptr, false), Error);
+    CHECK_THROWS_AS(probe.take(rt, comm, 0, reinterpret_cast<void*>(0x1), false), Error);
+  }
+  CHECK_NOTHROW(probe.take(rt, comm, 0, nullptr, false));
+}
