@@ -449,13 +449,15 @@ BAGUA_API bagua_status_t bagua_scheduler_create(bagua_comm_t comm, const bagua_s
                                                 bagua_scheduler_t* sched);
 /* Collective, once: the tensors in the order buckets should go (best: the order backward produces them).
  * Tensor i is then named by i. Every rank must pass the same counts and dtypes (INVALID_USAGE names the first
- * tensor that differs). Tensors adjacent in memory in this order are communicated in place; others are copied
- * into a bucket buffer and back. All host memory, or all device memory of one device (staged through page-locked
- * buckets on the scheduler's own stream; docs/scheduler.md). */
+ * tensor that differs) and have created its scheduler with the same settings (INVALID_USAGE names the setting). Tensors
+ * adjacent in memory in this order are communicated in place; others are copied into a bucket buffer and back. All host
+ * memory, or all device memory of one device (staged through page-locked buckets on the scheduler's own stream;
+ * docs/scheduler.md). */
 BAGUA_API bagua_status_t bagua_scheduler_register(bagua_scheduler_t sched, int ntensors, void* const* tensors,
                                                   const size_t* counts, const bagua_datatype_t* dtypes);
-/* Tensor is ready for this step (event: a cudaEvent_t to wait on for device tensors; NULL for host). A bucket
- * starts when all its tensors are marked. Unknown tensor, or marked twice in one step: INVALID_USAGE. */
+/* Tensor is ready for this step (event: a cudaEvent_t to wait on for device tensors, as recorded at this call, so
+ * it may be recorded again or destroyed after; NULL for host). A bucket starts when all its tensors are marked.
+ * Unknown tensor, or marked twice in one step: INVALID_USAGE. */
 BAGUA_API bagua_status_t bagua_scheduler_mark_ready(bagua_scheduler_t sched, int tensor, void* event);
 /* Tensor takes no part in this step: it counts as zeros (and receives the result like the others).
  * Gradient algorithms only. */

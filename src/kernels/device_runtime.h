@@ -42,7 +42,8 @@ class DeviceRuntime {
   // Whether the legacy default stream synchronizes with it (it does with itself and with blocking streams).
   virtual bool stream_blocking(DeviceStream stream) = 0;
   virtual std::unique_ptr<DeviceEvent> record(DeviceStream stream) = 0;
-  // The caller's own event (a cudaEvent_t), queried without taking ownership.
+  // The caller's own event (a cudaEvent_t) as recorded at this call: later records of it, or its destruction,
+  // do not change the returned event.
   virtual std::unique_ptr<DeviceEvent> user_event(void* event) = 0;
   // Work on `stream` after this waits until (int32_t)(*word - value) >= 0; word is in alloc_mapped memory.
   virtual void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) = 0;

@@ -7,7 +7,8 @@
 //   unused   tensors marked unused count as zeros; a skipped step changes nothing and communicates nothing
 //   resize   a bucket-size change mid-training: error feedback telescopes across it (oracle below), and QAdam's
 //            momentum ends bit-identical to a run that had the new size from the start
-//   errors   layout mismatch, double and unknown marks, unmarked tensors at wait, bad config: clear statuses
+//   errors   layout or settings mismatch, double and unknown marks, unmarked tensors at wait, bad config: clear
+//            statuses
 //   overlap  with simulated compute (sleeps) between marks, a step takes <= 0.75 x compute + communication
 //   failure  a rank leaves mid-step: the others' wait returns the communicator's error within the timeout
 //   tune     autotuning settles, and every rank used the same bucket size and hierarchy at every step
@@ -17,7 +18,8 @@
 //   device   (BAGUA_DEVICE_STANDIN=1, or a GPU) every algorithm on device tensors gives bit for bit what it gives
 //            on host tensors, read after every step on the stream passed to wait (which returns at once: the
 //            stream waits); a tensor is read only after the event it was marked with (a slow writer on another
-//            stream), or after the legacy default stream's earlier work when marked without one
+//            stream), or after the legacy default stream's earlier work when marked without one; set_bucket_bytes,
+//            residual and destroy right after a device wait, while the step before still runs
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
@@ -402,6 +404,18 @@ int errors(bagua_comm_t comm) {
     MP_OK(bagua_scheduler_destroy(s));
     MP_OK(bagua_scheduler_create(comm, &cfg, &s));
   }
+  // Settings that differ across ranks (the bucket size, with tuning off): refused at registration on every rank.
+  if (g_size > 1) {
+    bagua_scheduler_config_t other = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
+    other.autotune = 0;
+    other.bucket_bytes = g_rank == 0 ? (1 << 20) : (2 << 20);
+    bagua_scheduler_t t = nullptr;
+    MP_OK(bagua_scheduler_create(comm, &other, &t));
+    EXPECT_STATUS(bagua_scheduler_register(t, 4, m.ptrs.data(), counts.data(), dtypes.data()), BAGUA_ERR_INVALID_USAGE);
+    MP_CHECK(std::strstr(bagua_get_last_error(nullptr), "bucket_bytes differs across ranks") != nullptr);
+    if (g_rank == 0) std::printf("errors: settings mismatch: %s\n", bagua_get_last_error(nullptr));
+    MP_OK(bagua_scheduler_destroy(t));
+  }
   // Bad tensors: NULL with a count, an overflowing count, a dtype the algorithm does not take.
   void* null_ptrs[1] = {nullptr};
   size_t one[1] = {1}, huge[1] = {SIZE_MAX / 2};
@@ -692,6 +706,40 @@ int device(bagua_comm_t comm) {
     MP_OK(bagua_scheduler_destroy(ds));
     for (void* p : dev) rt.free_device(p);
     if (g_rank == 0) std::printf("device: algorithm %d on device tensors equals the host run bit for bit\n", algorithm);
+  }
+  // Right after a device wait the step before may still run (its stream work, or ranks behind): set_bucket_bytes,
+  // residual and destroy wait for it instead of refusing. The last rank holds step 0 back while the others mark
+  // step 1 and call them at once.
+  {
+    const std::vector<size_t> c2 = {5000, 7000};
+    const std::vector<bagua_datatype_t> d2(2, F);
+    Model zeros(c2, d2, 0);
+    std::vector<void*> d(2);
+    for (int t = 0; t < 2; ++t) {
+      d[t] = rt.alloc_device(zeros.bytes(t), 0);
+      rt.copy_async(d[t], zeros.ptrs[t], zeros.bytes(t), nullptr);
+    }
+    rt.synchronize(nullptr, 10000);
+    bagua_scheduler_config_t c = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
+    c.algorithm = BAGUA_BUCKET_QUANTIZED;
+    c.bucket_bytes = 64 << 10;
+    c.autotune = 0;
+    c.compression = &ef;
+    bagua_scheduler_t s = nullptr;
+    MP_OK(bagua_scheduler_create(comm, &c, &s));
+    MP_OK(bagua_scheduler_register(s, 2, d.data(), c2.data(), d2.data()));
+    for (int step = 0; step < 2; ++step) {
+      if (step == 0 && g_rank == g_size - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      for (int t = 0; t < 2; ++t) MP_OK(bagua_scheduler_mark_ready(s, t, nullptr));
+      MP_OK(bagua_scheduler_wait(s, nullptr));
+    }
+    MP_OK(bagua_scheduler_set_bucket_bytes(s, 32 << 10));
+    std::vector<float> residual(c2[0]);
+    MP_OK(bagua_scheduler_residual(s, 0, residual.data(), residual.size()));
+    MP_OK(bagua_scheduler_destroy(s));
+    rt.synchronize(nullptr, 10000);
+    for (void* p : d) rt.free_device(p);
+    if (g_rank == 0) std::printf("device: set_bucket_bytes, residual and destroy right after a device wait\n");
   }
   // Host and device tensors in one registration: refused.
   std::vector<size_t> two = {16, 16};

@@ -55,6 +55,23 @@ BucketScheduler::~BucketScheduler() {
     }
     device_runtime().destroy_stream(stream_);
   }
+  // The callers' streams may not have reached their waits on the done word yet (destroy right after a device
+  // wait): free it only once they have passed them, else leave it allocated.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_->config().timeout_ms);
+  for (auto& [stream, passed] : waited_) {
+    try {
+      while (!passed->done()) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          BAGUA_WARN("bucket scheduler: a stream has not passed its wait; its word stays allocated");
+          (void)done_word_.release();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    } catch (const Error& e) {  // the stream failed: it will not read the word again
+      BAGUA_WARN("bucket scheduler: a waited stream failed: {}", e.what());
+    }
+  }
 }
 
 bool BucketScheduler::hierarchy_applies() const {
@@ -89,6 +106,40 @@ Codec BucketScheduler::codec() const {
   return Codec::from_config(&cfg);
 }
 
+void BucketScheduler::check_same_settings() {
+  uint32_t beta1_bits;
+  std::memcpy(&beta1_bits, &config_.beta1, sizeof(beta1_bits));
+  const bagua_compression_t& c = config_.compression;
+  const bagua_bucket_algorithm_t algo = config_.algorithm;
+  const bool compressed = algo == BAGUA_BUCKET_QUANTIZED || algo == BAGUA_BUCKET_ONEBIT || algo == BAGUA_BUCKET_QADAM ||
+                          algo == BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED;
+  // What decides the sequence and sizes of the buckets' calls, for this algorithm (0 where it does not apply; the
+  // seed and error feedback stay local).
+  const std::vector<std::pair<const char*, uint64_t>> settings = {
+      {"algorithm", static_cast<uint64_t>(algo)},
+      {"op", static_cast<uint64_t>(config_.op)},
+      {"bucket_bytes", config_.bucket_bytes},
+      {"autotune", config_.autotune ? 1u : 0u},
+      {"hierarchical", static_cast<uint64_t>(config_.hierarchical)},
+      {"topology", algo == BAGUA_BUCKET_DECENTRALIZED ? static_cast<uint64_t>(config_.topology) : 0},
+      {"warmup_steps", algo == BAGUA_BUCKET_QADAM ? static_cast<uint64_t>(config_.warmup_steps) : 0},
+      {"beta1", algo == BAGUA_BUCKET_QADAM ? beta1_bits : 0},
+      {"compression kind", compressed ? static_cast<uint64_t>(c.kind) : 0},
+      {"compression bits", compressed ? static_cast<uint64_t>(c.bits) : 0},
+      {"compression chunk", compressed ? c.chunk : 0},
+      {"stochastic rounding", compressed && c.stochastic ? 1u : 0u}};
+  const size_t n = settings.size();
+  std::vector<uint64_t> both(2 * n);  // MAX of the values and of their complements (~max = min)
+  for (size_t i = 0; i < n; ++i) both[i] = settings[i].second, both[n + i] = ~settings[i].second;
+  allreduce_now(*comm_, both.data(), both.data(), both.size(), BAGUA_UINT64, BAGUA_MAX);
+  for (size_t i = 0; i < n; ++i)
+    if (both[i] != ~both[n + i])
+      fail(BAGUA_ERR_INVALID_USAGE,
+           "the scheduler's {} differs across ranks (from {} to {}; this rank {}); every rank must create its "
+           "scheduler with the same settings",
+           settings[i].first, ~both[n + i], both[i], settings[i].second);
+}
+
 void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const std::vector<TensorSpec>& specs,
                                        int device) {
   {
@@ -121,6 +172,8 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
            i, count_lo, count_hi, datatype_name(static_cast<bagua_datatype_t>(dtype_lo)),
            datatype_name(static_cast<bagua_datatype_t>(dtype_hi)), specs[i].count, datatype_name(specs[i].dtype));
   }
+
+  check_same_settings();
 
   if (device >= 0) {
     device_ = device;
@@ -264,9 +317,15 @@ void BucketScheduler::wait_for_thread(std::unique_lock<std::mutex>& lock, Pred p
   if (done_.wait_for(lock, limit, done)) return;
   comm_->abort();
   if (done_.wait_for(lock, std::chrono::seconds(5), done)) return;
+  record_failure(BAGUA_ERR_TIMEOUT, "a step did not finish within the timeout of each of its buckets");
+}
+
+// The first failure stays: every later call reports it.
+void BucketScheduler::record_failure(bagua_status_t status, const std::string& message) {
+  if (failed_) return;
   failed_ = true;
-  failure_status_ = BAGUA_ERR_TIMEOUT;
-  failure_message_ = "a step did not finish within the timeout of each of its buckets";
+  failure_status_ = status;
+  failure_message_ = message;
 }
 
 // The thread may finish a step before the caller's wait: until that wait, the step's calls are refused alike on
@@ -320,7 +379,8 @@ void BucketScheduler::skip_step() {
 
 bool BucketScheduler::step_in_flight() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return registered_ && slots_[generation_ % 2].open && !failed_;
+  // After a device wait the current slot may still be step g - 2's, open until the thread finishes it.
+  return registered_ && !failed_ && done_generation_ + 1 >= generation_ && slots_[generation_ % 2].open;
 }
 
 bool BucketScheduler::failed() {
@@ -351,6 +411,12 @@ void BucketScheduler::wait(DeviceStream stream) {
     // Stream-ordered: the caller's stream waits until the thread has published this step as finished.
     device_runtime().wait_value(stream, static_cast<const volatile uint32_t*>(done_word_->data),
                                 static_cast<uint32_t>(step + 1));
+    std::unique_ptr<DeviceEvent> passed = device_runtime().record(stream);
+    auto it = std::find_if(waited_.begin(), waited_.end(), [&](const auto& w) { return w.first == stream; });
+    if (it == waited_.end())
+      waited_.emplace_back(stream, std::move(passed));
+    else
+      it->second = std::move(passed);
     ++generation_;
     wake_.notify_all();
     return;
@@ -363,7 +429,10 @@ void BucketScheduler::wait(DeviceStream stream) {
 
 void BucketScheduler::set_bucket_bytes(size_t bytes) {
   if (bytes == 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "bucket_bytes must be positive");
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (failed_) throw_failure();
+  // The current slot was step g - 2's (device steps): wait until the thread is done with it, as mark does.
+  wait_for_thread(lock, [&] { return done_generation_ + 1 >= generation_; });
   if (failed_) throw_failure();
   if (registered_ && slots_[generation_ % 2].open)
     fail(BAGUA_ERR_INVALID_USAGE, "set_bucket_bytes during a step: call it between wait and the next mark");
@@ -383,6 +452,7 @@ void BucketScheduler::residual(int tensor, float* out, size_t count) {
   const Tensor& t = tensors_[tensor];
   if (count != t.spec.count)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "count {} differs from tensor {}'s {}", count, tensor, t.spec.count);
+  wait_for_thread(lock, [&] { return done_generation_ + 1 >= generation_; });  // the slot is this step's
   if (slots_[generation_ % 2].open && !failed_)
     fail(BAGUA_ERR_INVALID_USAGE, "residual during a step: call it after wait");
   wait_for_thread(lock, [&] { return done_generation_ >= generation_; });  // device steps still running
@@ -429,14 +499,10 @@ void BucketScheduler::run() {
       finish_step(false);
     } catch (const Error& e) {
       std::lock_guard<std::mutex> lock(mutex_);
-      failed_ = true;
-      failure_status_ = e.status();
-      failure_message_ = e.what();
+      record_failure(e.status(), e.what());
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mutex_);
-      failed_ = true;
-      failure_status_ = BAGUA_ERR_INTERNAL;
-      failure_message_ = fmt::format("internal error: {}", e.what());
+      record_failure(BAGUA_ERR_INTERNAL, fmt::format("internal error: {}", e.what()));
     }
     bool stop;
     {

@@ -126,6 +126,8 @@ class BucketScheduler {
   // Blocks (bounded by the step's timeouts) until pred() holds or the scheduler failed.
   template <typename Pred>
   void wait_for_thread(std::unique_lock<std::mutex>& lock, Pred pred);
+  void record_failure(bagua_status_t status, const std::string& message);  // under mutex_
+  void check_same_settings();  // collective: the settings that decide the calls, equal on every rank
   void decide_if_due();
   void apply_layout(size_t bucket_bytes, Hierarchy hierarchy);
   void run_bucket(Bucket& b, StepSlot& slot);
@@ -161,6 +163,8 @@ class BucketScheduler {
   int device_ = -1;                          // device tensors: their device,
   DeviceStream stream_ = nullptr;            // the scheduler's stream for its copies,
   std::unique_ptr<MappedBuffer> done_word_;  // and the word callers' streams wait on: steps finished
+  // Per stream passed to a device wait, an event after its latest wait: the word is freed only once they are done.
+  std::vector<std::pair<DeviceStream, std::unique_ptr<DeviceEvent>>> waited_;
 
   // The scheduler's thread (and, before it starts steps, registration).
   std::vector<Bucket> buckets_;

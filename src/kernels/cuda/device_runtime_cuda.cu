@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -96,16 +97,6 @@ class CudaEvent final : public DeviceEvent {
   int device_;
 };
 
-// The caller's event: queried, never destroyed.
-class CudaUserEvent final : public DeviceEvent {
- public:
-  explicit CudaUserEvent(cudaEvent_t event) : event_(event) {}
-  bool done() override { return event_done(event_, "cudaEventQuery (the caller's event)"); }
-
- private:
-  cudaEvent_t event_;
-};
-
 using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
 // Whether this process has loaded the CUDA driver (someone initialized CUDA). Until then no pointer can be device
@@ -181,8 +172,20 @@ class CudaRuntime final : public DeviceRuntime {
     check(cudaStreamGetFlags(static_cast<cudaStream_t>(stream), &flags), "cudaStreamGetFlags");
     return (flags & cudaStreamNonBlocking) == 0;
   }
+  // The caller's event as recorded now: an internal stream waits for it and records an event of ours, so a later
+  // record of the caller's event, or its destruction, changes nothing.
   std::unique_ptr<DeviceEvent> user_event(void* event) override {
-    return std::make_unique<CudaUserEvent>(static_cast<cudaEvent_t>(event));
+    RelaxedCapture relaxed;
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    DeviceGuard on(device);
+    cudaStream_t waiter = event_stream(device);
+    check(cudaStreamWaitEvent(waiter, static_cast<cudaEvent_t>(event), 0), "cudaStreamWaitEvent (the caller's event)");
+    cudaEvent_t ours;
+    check(cudaEventCreateWithFlags(&ours, cudaEventDisableTiming), "cudaEventCreate");
+    auto owned = std::make_unique<CudaEvent>(ours, device);
+    check(cudaEventRecord(ours, waiter), "cudaEventRecord");
+    return owned;
   }
   std::unique_ptr<DeviceEvent> record(DeviceStream stream) override {
     RelaxedCapture relaxed;
@@ -288,8 +291,20 @@ class CudaRuntime final : public DeviceRuntime {
       fail(BAGUA_ERR_NOT_SUPPORTED, "this CUDA driver has no cuStreamWaitValue32, which device calls need");
     return wait_value_;
   }
+  // One non-blocking stream per device for user_event, made on first use and kept.
+  cudaStream_t event_stream(int device) {
+    std::lock_guard<std::mutex> lock(event_streams_mutex_);
+    auto it = event_streams_.find(device);
+    if (it != event_streams_.end()) return it->second;
+    cudaStream_t stream;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    event_streams_[device] = stream;
+    return stream;
+  }
   std::once_flag wait_once_;
   WaitValue32 wait_value_ = nullptr;
+  std::mutex event_streams_mutex_;
+  std::map<int, cudaStream_t> event_streams_;
 };
 
 }  // namespace
