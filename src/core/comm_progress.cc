@@ -148,6 +148,13 @@ bool Comm::test(Operation& op) {
     if (op.state() == Operation::State::kDone) check_stranded_messages(op);
     if (op.running()) check_health_throttled();
     if (op.running()) check_watchdog(op);
+    // Waiting for its turn, op is not watched itself: watch the operations ahead of it instead, which nobody may
+    // be testing (a non-blocking call that is not waited on).
+    if (op.running() && !op.watched()) {
+      const std::vector<Operation*> ahead = active_;  // (a failure clears active_)
+      for (Operation* other : ahead)
+        if (other != &op && other->running() && op.running()) check_watchdog(*other);
+    }
   }
   if (op.state() == Operation::State::kFailed) throw Error(op.status(), op.error());
   return op.state() == Operation::State::kDone;

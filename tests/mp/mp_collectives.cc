@@ -6,7 +6,8 @@
 //   shm      alltoall(v) through shared segments: operations in flight together, groups, call order across
 //            memory kinds (with BAGUA_DEVICE_STANDIN=1), a count mismatch;
 //   split    bagua_comm_split (colors, keys, NOCOLOR) with the child used alongside its parent;
-//   groups   send/recv patterns inside bagua_group_start/end that would deadlock as blocking calls.
+//   groups   send/recv patterns inside bagua_group_start/end that would deadlock as blocking calls;
+//   turn     a call waiting for its turn behind a non-blocking alltoall that no one waits on still times out.
 // Results are compared bit for bit with common/collective_oracle.h; guard bytes after every buffer must
 // stay untouched. For per-rank-count collectives the ~4M count is the total (4M / N per rank).
 // A second argument puts the matrix and forced cases on device memory: `device` (every rank) or `mixed` (odd
@@ -621,6 +622,27 @@ void large_allreduce(bagua_comm_t comm) {
                 std::getenv("BAGUA_ALGO") ? std::getenv("BAGUA_ALGO") : "auto");
 }
 
+// Run with BAGUA_TIMEOUT=2 and BAGUA_ALGO=alltoall:shm, 2 ranks. Rank 0 starts a non-blocking alltoall that it does
+// not wait on, then a blocking one, which waits for its turn behind the first; rank 1 never calls. The first is
+// watched all the same: rank 0 gets TIMEOUT within the timeout and a margin, not a hang.
+void turn(bagua_comm_t comm) {
+  std::vector<int32_t> a(2048, 1), b(2048), c(2048, 1), d(2048);
+  if (g_rank == 0) {
+    bagua_request_t req = nullptr;
+    MP_OK(bagua_ialltoall(a.data(), b.data(), 1024, BAGUA_INT32, comm, &req));
+    auto start = std::chrono::steady_clock::now();
+    bagua_status_t status = bagua_alltoall(c.data(), d.data(), 1024, BAGUA_INT32, comm, nullptr);
+    double seconds = mp_seconds_since(start);
+    std::printf("turn: the call waiting for its turn returned status %d after %.1f s: %s\n", static_cast<int>(status),
+                seconds, bagua_get_last_error(comm));
+    MP_CHECK(status == BAGUA_ERR_TIMEOUT);
+    MP_CHECK(seconds < 5.0);
+    MP_CHECK(bagua_wait(req) != BAGUA_SUCCESS);
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -658,6 +680,8 @@ int main(int argc, char** argv) {
     large_allreduce(comm);
   } else if (mode == "shaped") {
     shaped(comm);
+  } else if (mode == "turn") {
+    turn(comm);
   }
   MP_OK(bagua_comm_destroy(comm));
   return 0;
