@@ -104,7 +104,10 @@ class DeviceOperation final : public Operation {
   void advance(Transport& transport) override;
   bool on_device() const override { return true; }
   // Waiting for the caller's earlier stream work is not a stall of this operation.
-  bool watched() const override { return phase_ != Phase::kWaitInput; }
+  // Nor is the host operation's wait for its turn behind an earlier call (whose own wait for its input may be long).
+  bool watched() const override {
+    return phase_ != Phase::kWaitInput && (phase_ != Phase::kRun || !host_op_ || host_op_->watched());
+  }
   std::string waiting_for() const override;
   // No copy of this operation is in flight (its staging memory is free to reuse).
   bool quiescent();

@@ -6,6 +6,7 @@
 //   failure    rank 1 leaves with an operation in flight: the survivors' stream synchronize returns within
 //              BAGUA_TIMEOUT + 2 s and the error is reported by the call's request and every later call
 //   abort      abort from another thread while device work is enqueued that cannot finish
+//   turn       a device alltoall waiting for its turn behind one whose stream is slow is not timed out
 //   limit      a call larger than BAGUA_DEVICE_MEMORY_LIMIT is a clear error with no side effect; a group that
 //              fits once idle staging is freed runs
 //   relaxations  the quantized allreduce (fp32 and fp16, in and out of place, error feedback over several calls
@@ -642,6 +643,44 @@ int relaxations(bagua_comm_t comm) {
   return 0;
 }
 
+// Run with BAGUA_TIMEOUT=2 and BAGUA_ALGO=alltoall:shm on the stand-in. Two device alltoalls on two streams: the
+// first waits 3 s for its stream (a slow kernel), the second has its input at once and waits for its turn behind
+// the first. Neither wait is a stall: both complete, exact.
+int turn(bagua_comm_t comm) {
+  StandinControl* standin = standin_control();
+  if (standin == nullptr) {
+    if (g_rank == 0) std::printf("turn: stand-in only, skipped\n");
+    MP_OK(bagua_comm_destroy(comm));
+    return 77;
+  }
+  void* slow = g_rt->create_stream(0);
+  void* fast = g_rt->create_stream(0);
+  const size_t count = 1024;  // per rank
+  DevBuf a(count * g_size), b(count * g_size), c(count * g_size), d(count * g_size);
+  for (size_t i = 0; i < a.host.size(); ++i) a.host[i] = c.host[i] = g_rank * 100000 + static_cast<int64_t>(i);
+  a.upload(slow);
+  c.upload(fast);
+  sync(slow);
+  sync(fast);
+  standin->run_on_stream(slow, [] { std::this_thread::sleep_for(std::chrono::seconds(3)); });
+  auto start = Clock::now();
+  MP_OK(bagua_alltoall(a.dev, b.dev, count, BAGUA_INT64, comm, slow));
+  MP_OK(bagua_alltoall(c.dev, d.dev, count, BAGUA_INT64, comm, fast));
+  b.download(slow);
+  d.download(fast);
+  sync(slow);
+  sync(fast);
+  for (int p = 0; p < g_size; ++p)
+    for (size_t i = 0; i < count; ++i) {
+      const int64_t want = p * 100000 + static_cast<int64_t>(g_rank * count + i);
+      MP_CHECK(b.host[p * count + i] == want);
+      MP_CHECK(d.host[p * count + i] == want);
+    }
+  if (g_rank == 0) std::printf("turn: both alltoalls exact after %.1f s (BAGUA_TIMEOUT=2)\n", since(start));
+  MP_OK(bagua_comm_destroy(comm));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "semantics";
   // The relaxations mode checks quantization itself, at sizes below the full-precision size.
@@ -660,6 +699,7 @@ int main(int argc, char** argv) {
   if (mode == "failure") return failure(comm);
   if (mode == "abort") return abort_enqueued(comm);
   if (mode == "limit") return limit(comm);
+  if (mode == "turn") return turn(comm);
   int rc = mode == "relaxations" ? relaxations(comm) : semantics(comm);
   MP_OK(bagua_comm_destroy(comm));
   if (g_rank == 0 && rc == 0) std::printf("device %s on %d ranks (%s): ok\n", mode.c_str(), g_size, g_rt->name());
