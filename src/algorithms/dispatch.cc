@@ -319,14 +319,25 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
                                : selector_of(comm).explain(args.collective, args.message_bytes(n), n, comm.hosts()));
   if (args.on_device) return make_device_collective(comm, args, algorithm, suffix);
   ScheduleContext ctx = collective_context(comm, args, algorithm);
-  std::string description = args.collective == Collective::kBarrier
-                                ? fmt::format("barrier #{}{}", ctx.sequence, suffix)
-                                : fmt::format("{} #{} ({} x {}, {}{})", collective_name(args.collective), ctx.sequence,
-                                              args.count, datatype_name(args.dtype), algorithm->name, suffix);
-  BAGUA_TRACE("posting {}", description);
-  std::unique_ptr<Operation> op = algorithm->build(args, ctx, std::move(description));
-  op->set_algorithm(collective_name(args.collective), algorithm->name);
-  return op;
+  // The sequence number (and a shared-memory turn) is taken: a failure from here on (out of memory) leaves this
+  // rank out of step with its peers and the turn never passed on, so it fails the communicator.
+  try {
+    std::string description =
+        args.collective == Collective::kBarrier
+            ? fmt::format("barrier #{}{}", ctx.sequence, suffix)
+            : fmt::format("{} #{} ({} x {}, {}{})", collective_name(args.collective), ctx.sequence, args.count,
+                          datatype_name(args.dtype), algorithm->name, suffix);
+    BAGUA_TRACE("posting {}", description);
+    std::unique_ptr<Operation> op = algorithm->build(args, ctx, std::move(description));
+    op->set_algorithm(collective_name(args.collective), algorithm->name);
+    return op;
+  } catch (const Error& e) {
+    comm.fail_now(e.status(), e.what());
+    throw;
+  } catch (const std::bad_alloc&) {
+    comm.fail_now(BAGUA_ERR_SYSTEM, fmt::format("out of memory setting up {}", collective_name(args.collective)));
+    throw;
+  }
 }
 
 std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kind, const RelaxationBuffers& buffers,
