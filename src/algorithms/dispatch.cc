@@ -284,6 +284,14 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
     for (const size_t* array : {args.sendcounts, args.sdispls, args.recvcounts, args.rdispls})
       counts.insert(counts.end(), array, array + n);
   }
+  if (algorithm->build_on_device != nullptr && comm.nhosts() <= 1 && comm.size() > 1) {
+    DeviceOperation* device = op.get();
+    op->defer_staging();
+    op->set_host_operation([algorithm, args, host, ctx, description,
+                            device] { return algorithm->build_on_device(args, host, *device, ctx, description); },
+                           description);
+    return op;
+  }
   op->set_host_operation(
       [algorithm, host, ctx, description, counts = std::move(counts)]() mutable {
         if (!counts.empty()) {

@@ -80,6 +80,8 @@ void progress_in_flight() {
 }
 
 std::string ScheduleOp::waiting_for() const {
+  if (started_ && !posted_ && round_ < schedule_->rounds().size() && schedule_->rounds()[round_].ready)
+    return "its device work";
   return started_ || !schedule_->start_gate() ? Operation::waiting_for() : "its turn after an earlier operation";
 }
 
@@ -92,6 +94,7 @@ void ScheduleOp::advance(Transport& transport) {
   auto& rounds = schedule_->rounds();
   while (round_ < rounds.size()) {
     if (!posted_) {
+      if (rounds[round_].ready && !rounds[round_].ready()) return;
       post_round(transport);
       if (!rounds[round_].during.empty()) {
         std::function<void()> poll_in_flight = [this, &transport] {

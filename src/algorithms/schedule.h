@@ -81,6 +81,9 @@ struct Round {
   // buffers): compression of what the next round sends, decompression of what the last one received.
   std::vector<LocalStep> during;
   std::vector<LocalStep> after;
+  // When set, the round is posted only once this returns true (device work it depends on has finished); asked
+  // again on every advance.
+  std::function<bool()> ready;
 };
 
 // For long local work that overlaps transfers: advances them between pieces of the work. The operation

@@ -37,7 +37,10 @@ constexpr EnvSetting kSettings[] = {
     {"BAGUA_SINGLE_COPY_MIN", "smallest message sent by single-copy between ranks of a host", "user"},
     {"BAGUA_DEVICE_MEMORY_LIMIT",
      "bytes of staging memory the device calls of one communicator may hold (default 1 GiB)", "user"},
+    {"BAGUA_IPC_CACHE_ENTRIES",
+     "peers' device allocations each communicator keeps mapped through CUDA IPC (default 64)", "user"},
     {"BAGUA_DEVICE_STANDIN", "1: testing only; a host stand-in for the CUDA runtime (threads as streams)", "user"},
+    {"BAGUA_STANDIN_GPU", "testing only: the identity of the stand-in's GPU (default standin-gpu-0)", "user"},
     {"BAGUA_INTER_HOST_GBPS", "GB/s between hosts, for the cost model (default 1.25)", "user"},
     {"BAGUA_QUANTIZED_MIN_BYTES",
      "quantized allreduce below this many input bytes sends full precision (default: 1 MiB within one host, 32 KiB "

@@ -75,6 +75,13 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_DEVICE_MEMORY_LIMIT='{}' must be a byte count of at least 1048576", text);
     config.device_memory_limit = static_cast<size_t>(v);
   }
+  if (const char* text = env_get("BAGUA_IPC_CACHE_ENTRIES"); text && *text) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(text, &end, 10);
+    if (*end != '\0' || v < 1 || v > 1000000)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_IPC_CACHE_ENTRIES='{}' must be a count from 1 to 1000000", text);
+    config.ipc_cache_entries = static_cast<size_t>(v);
+  }
   if (const char* text = env_get("BAGUA_INTER_HOST_GBPS"); text && *text) {
     char* end = nullptr;
     double v = std::strtod(text, &end);

@@ -26,6 +26,8 @@ struct Config {
   long long quantized_one_round_bytes = -1;
   // BAGUA_DEVICE_MEMORY_LIMIT: the most memory (pinned host and device) this communicator's device calls hold
   size_t device_memory_limit = size_t{1} << 30;
+  // BAGUA_IPC_CACHE_ENTRIES: peers' device allocations each communicator keeps mapped through IPC
+  size_t ipc_cache_entries = 64;
   size_t trace_size = 1000;  // BAGUA_TRACE_SIZE: operations the flight recorder keeps (0: off)
   std::string trace_dir;     // BAGUA_TRACE_DIR: where each rank writes its flight recorder on failure
   // BAGUA_FINGERPRINT=0: messages carry only the call's kind and receives match it exactly (core/tags.h); for

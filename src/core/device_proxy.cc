@@ -171,21 +171,27 @@ bool DeviceOperation::quiescent() {
   }
 }
 
-void DeviceOperation::issue(const std::vector<DeviceCopy>& copies) {
+void DeviceOperation::copy_all(const std::vector<DeviceCopy>& copies, DeviceStream stream) {
+  for (const DeviceCopy& c : copies)
+    if (c.bytes > 0) proxy_.runtime().copy_async(c.dst, c.src, c.bytes, stream);
+}
+
+void DeviceOperation::issue(const std::function<void(DeviceStream)>& launch) {
   DeviceStream copy_stream = proxy_.copy_stream(device_);
   copies_done_.reset();
-  copies_unknown_ = true;  // until the event that covers these copies is recorded
+  copies_unknown_ = true;  // until the event that covers this work is recorded
   std::exception_ptr failure;
   try {
-    for (const DeviceCopy& c : copies)
-      if (c.bytes > 0) proxy_.runtime().copy_async(c.dst, c.src, c.bytes, copy_stream);
+    launch(copy_stream);
   } catch (...) {
     failure = std::current_exception();
   }
-  copies_done_ = proxy_.runtime().record(copy_stream);  // also after a failed copy: it covers the ones issued
+  copies_done_ = proxy_.runtime().record(copy_stream);  // also after a failure: it covers what was issued
   copies_unknown_ = false;
   if (failure) std::rethrow_exception(failure);
 }
+
+IpcCache& DeviceOperation::ipc_cache() { return proxy_.ipc_cache(); }
 
 void DeviceOperation::advance(Transport& transport) {
   switch (phase_) {
@@ -193,10 +199,10 @@ void DeviceOperation::advance(Transport& transport) {
       if (!input_ready_->done()) return;
       phase_ = Phase::kCopyIn;
       note_progress();
-      issue(copies_in_);
+      if (!deferred_) issue([this](DeviceStream s) { copy_all(copies_in_, s); });
       [[fallthrough]];
     case Phase::kCopyIn:
-      if (!copies_done_->done()) return;
+      if (!deferred_ && !copies_done_->done()) return;
       host_op_ = build_();
       if (!collective_name()) set_algorithm(host_op_->collective_name(), host_op_->algorithm_name());  // relaxations
       phase_ = Phase::kRun;
@@ -214,11 +220,11 @@ void DeviceOperation::advance(Transport& transport) {
       if (host_op_->running()) return;
       phase_ = Phase::kCopyOut;
       note_progress();
-      issue(copies_out_);
+      if (!deferred_ || copy_out_wanted_) issue([this](DeviceStream s) { copy_all(copies_out_, s); });
       [[fallthrough]];
     }
     case Phase::kCopyOut:
-      if (!copies_done_->done()) return;
+      if (copies_done_ && !copies_done_->done()) return;
       phase_ = Phase::kDone;
       finish();
       return;
@@ -240,6 +246,11 @@ std::string DeviceOperation::waiting_for() const {
 // ---- the proxy ----
 
 DeviceProxy::DeviceProxy(Comm& comm) : comm_(comm), runtime_(device_runtime()) {
+  DeviceRuntime* runtime = &runtime_;
+  ipc_cache_ = std::make_unique<IpcCache>(
+      comm_.config().ipc_cache_entries,
+      [runtime](const IpcHandle& handle, int device) { return runtime->open_ipc(handle, device); },
+      [runtime](void* mapped) { runtime->close_ipc(mapped); });
   thread_ = std::thread([this] { run(); });
 }
 

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/ipc_cache.h"
 #include "core/operation.h"
 #include "kernels/device_runtime.h"
 
@@ -101,6 +102,22 @@ class DeviceOperation final : public Operation {
   // The host operation on the staging memory, built once the input is there; the sequence number is already taken.
   void set_host_operation(std::function<std::unique_ptr<Operation>()> build, std::string description);
 
+  // An in-host device algorithm (algorithms/allreduce/direct.cc) decides at run time whether to stage: the host
+  // operation is then built as soon as the input is ready, and the copies run only when it asks.
+  void defer_staging() { deferred_ = true; }
+  // For that host operation, on the proxy thread: copy the input in now (staged_in() tells when it is there) and
+  // the output back at the end.
+  void stage_in() {
+    issue([this](DeviceStream s) { copy_all(copies_in_, s); });
+  }
+  bool staged_in() { return work_done(); }
+  void stage_out_at_end() { copy_out_wanted_ = true; }
+  // Device work of that host operation (reductions, copies into peers' buffers) on the library's stream of this
+  // device; work_done() once it has finished, and the operation ends only after.
+  void issue_work(const std::function<void(DeviceStream)>& launch) { issue(launch); }
+  bool work_done() { return copies_done_ == nullptr || copies_done_->done(); }  // throws when the work failed
+  IpcCache& ipc_cache();
+
   void advance(Transport& transport) override;
   bool on_device() const override { return true; }
   // Waiting for the caller's earlier stream work is not a stall of this operation.
@@ -118,7 +135,9 @@ class DeviceOperation final : public Operation {
 
  private:
   enum class Phase { kWaitInput, kCopyIn, kRun, kCopyOut, kDone };
-  void issue(const std::vector<DeviceCopy>& copies);
+  // Runs launch on the copy stream and records the event quiescent() waits for.
+  void issue(const std::function<void(DeviceStream)>& launch);
+  void copy_all(const std::vector<DeviceCopy>& copies, DeviceStream stream);
 
   DeviceProxy& proxy_;
   DeviceStream stream_;
@@ -133,6 +152,8 @@ class DeviceOperation final : public Operation {
   std::function<std::unique_ptr<Operation>()> build_;
   std::unique_ptr<Operation> host_op_;
   Phase phase_ = Phase::kWaitInput;
+  bool deferred_ = false;
+  bool copy_out_wanted_ = false;
   uint64_t host_events_ = 0, host_bytes_ = 0;
 };
 
@@ -161,6 +182,8 @@ class DeviceProxy {
   std::shared_ptr<StreamGate> park(DeviceStream stream);
   // The library's copy stream on `device`.
   DeviceStream copy_stream(int device);
+  // Peers' allocations mapped through IPC (used by the proxy thread only; opened() may be read from any).
+  IpcCache& ipc_cache() { return *ipc_cache_; }
   // Orders the operation on its stream (input event and gate, or for a request the input event only), starts it
   // and hands it to the proxy thread; `completion`, when given, learns its end. The sequence number is already
   // taken, so a failure here fails the communicator.
@@ -195,6 +218,7 @@ class DeviceProxy {
   std::vector<uint32_t> gate_generation_;
   std::vector<uint32_t> free_slots_;
   std::map<int, DeviceStream> copy_streams_;
+  std::unique_ptr<IpcCache> ipc_cache_;
   std::thread thread_;
 };
 

@@ -34,6 +34,16 @@ class HostOnlyRuntime final : public DeviceRuntime {
   void free_mapped(void*) override {}
   void* alloc_device(size_t, int) override { unavailable(); }
   void free_device(void*) override {}
+  bool allocation(const void*, DeviceAllocation*) override { return false; }
+  void export_ipc(uintptr_t, IpcHandle*) override { unavailable(); }
+  void* open_ipc(const IpcHandle&, int) override { unavailable(); }
+  void close_ipc(void*) override {}
+  GpuId gpu_id(int) override { unavailable(); }
+  std::vector<GpuId> reachable_gpus(int) override { unavailable(); }
+  void reduce_async(void*, const void*, const void*, size_t, bagua_datatype_t, bagua_redop_t, DeviceStream) override {
+    unavailable();
+  }
+  void divide_async(void*, size_t, bagua_datatype_t, int, DeviceStream) override { unavailable(); }
   void synchronize(DeviceStream, int) override { unavailable(); }
   void set_device(int) override {}
   void enter_library_thread() override {}
@@ -51,6 +61,8 @@ DeviceRuntime* choose_runtime() {
 }
 
 }  // namespace
+
+bool GpuId::operator==(const GpuId& other) const { return std::memcmp(bytes, other.bytes, sizeof(bytes)) == 0; }
 
 DeviceRuntime& device_runtime() {
   static DeviceRuntime* runtime = choose_runtime();

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
+#include "bagua/bagua.h"
 #include "kernels/memory_type.h"
 
 namespace bagua {
@@ -22,6 +24,27 @@ class DeviceEvent {
  public:
   virtual ~DeviceEvent() = default;
   virtual bool done() = 0;  // throws Error(BAGUA_ERR_CUDA) when the stream failed
+};
+
+// The allocation a device pointer lies in. buffer_id differs between two allocations of a process, also when a
+// freed one's address is reused (CUDA's CU_POINTER_ATTRIBUTE_BUFFER_ID). exportable: peers of the host can map it
+// through IPC (cudaMalloc memory can; cudaMallocAsync pools and cuMemCreate memory cannot).
+struct DeviceAllocation {
+  uintptr_t base = 0;
+  size_t bytes = 0;
+  uint64_t buffer_id = 0;
+  bool exportable = false;
+};
+
+// An opaque IPC handle (a cudaIpcMemHandle_t, or the stand-in's own).
+struct IpcHandle {
+  uint8_t bytes[64];
+};
+
+// A GPU's identity, the same in every process whatever CUDA_VISIBLE_DEVICES says (its UUID).
+struct GpuId {
+  uint8_t bytes[16];
+  bool operator==(const GpuId& other) const;
 };
 
 class DeviceRuntime {
@@ -58,6 +81,21 @@ class DeviceRuntime {
   // Device memory on `device`; nullptr when out of memory.
   virtual void* alloc_device(size_t bytes, int device) = 0;
   virtual void free_device(void* ptr) = 0;
+  // The allocation ptr lies in; false when it is not device memory of this runtime.
+  virtual bool allocation(const void* ptr, DeviceAllocation* out) = 0;
+  // A handle that another process of this host opens to map the exportable allocation starting at base.
+  virtual void export_ipc(uintptr_t base, IpcHandle* out) = 0;
+  // Maps a peer's allocation on `device` (peer access enabled as needed); throws when it cannot. close_ipc unmaps.
+  virtual void* open_ipc(const IpcHandle& handle, int device) = 0;
+  virtual void close_ipc(void* mapped) = 0;
+  virtual GpuId gpu_id(int device) = 0;
+  // The GPUs whose memory kernels on `device` can access: itself and its peers with peer access.
+  virtual std::vector<GpuId> reachable_gpus(int device) = 0;
+  // Stream-ordered reductions with the CPU reference's rules (kernels/cpu/reduce.h): dst = a op b (a or b may be
+  // dst; avg is a sum here), and dst /= divisor.
+  virtual void reduce_async(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype,
+                            bagua_redop_t op, DeviceStream stream) = 0;
+  virtual void divide_async(void* dst, size_t count, bagua_datatype_t dtype, int divisor, DeviceStream stream) = 0;
   // Blocks until the stream's work is done; throws TIMEOUT after timeout_ms.
   virtual void synchronize(DeviceStream stream, int timeout_ms) = 0;
   // Makes `device` current for this thread's next calls (the library's own threads only).
@@ -85,6 +123,8 @@ class StandinControl {
   virtual void set_capturing(DeviceStream stream, bool capturing) = 0;
   // A stand-in "cudaEvent_t" recorded on stream now, for user_event; never freed (tests only).
   virtual void* record_user_event(DeviceStream stream) = 0;
+  // "Device memory" that peers cannot map, as cudaMallocAsync's (freed with free_device).
+  virtual void* alloc_unexportable(size_t bytes) = 0;
 };
 StandinControl* standin_control();
 

@@ -1,7 +1,16 @@
 // The host stand-in for the CUDA runtime (BAGUA_DEVICE_STANDIN=1): "device memory" is host memory registered
 // here, each stream is a thread running its work in order, events and stream waits are flags. It runs the device
-// data path's protocol (ordering, release, failure, abort) where no GPU is. Device 0 is its only device.
+// data path's protocol (ordering, release, failure, abort, IPC mappings) where no GPU is. Device 0 is its only
+// device; BAGUA_STANDIN_GPU names it (default "standin-gpu-0"), so that ranks can play different GPUs.
+// Device memory is a memfd per allocation, so a peer process maps it through /proc/<pid>/fd/<fd> as IPC would.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -9,9 +18,12 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 
+#include "base/env.h"
 #include "base/error.h"
+#include "kernels/cpu/reduce.h"
 #include "kernels/device_runtime.h"
 
 namespace bagua {
@@ -68,6 +80,18 @@ class StandinEvent final : public DeviceEvent {
   uint64_t target_;
 };
 
+constexpr char kIpcMagic[8] = {'b', 'g', 's', 't', 'a', 'n', 'd', 'i'};
+
+struct StandinIpcHandle {
+  char magic[8];
+  int64_t pid;
+  int32_t fd;
+  uint64_t bytes;
+};
+static_assert(sizeof(StandinIpcHandle) <= sizeof(IpcHandle));
+
+size_t mapped_length(size_t bytes) { return std::max<size_t>(4096, (bytes + 4095) & ~size_t{4095}); }
+
 bool word_reached(const volatile uint32_t* word, uint32_t value) {
   uint32_t now = __atomic_load_n(const_cast<const uint32_t*>(word), __ATOMIC_ACQUIRE);
   return static_cast<int32_t>(now - value) >= 0;
@@ -82,7 +106,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     auto p = reinterpret_cast<uintptr_t>(ptr);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = device_blocks_.upper_bound(p);
-    bool inside = it != device_blocks_.begin() && p < std::prev(it)->first + std::prev(it)->second;
+    bool inside = it != device_blocks_.begin() && p < std::prev(it)->first + std::prev(it)->second.bytes;
     if (device) *device = inside ? 0 : -1;
     return inside ? MemoryType::kDevice : MemoryType::kHost;
   }
@@ -119,19 +143,109 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   void* alloc_mapped(size_t bytes) override { return std::malloc(bytes ? bytes : 1); }
   void free_mapped(void* ptr) override { std::free(ptr); }
   void* alloc_device(size_t bytes, int) override {
+    const size_t length = mapped_length(bytes);
+    int fd = memfd_create("bagua-standin-device", MFD_CLOEXEC);
+    if (fd < 0) return nullptr;
+    void* p = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(length)) == 0)
+      p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      close(fd);
+      return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    device_blocks_[reinterpret_cast<uintptr_t>(p)] = Block{bytes ? bytes : 1, ++next_buffer_id_, fd};
+    return p;
+  }
+  void* alloc_unexportable(size_t bytes) override {
     void* p = std::malloc(bytes ? bytes : 1);
     if (p == nullptr) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
-    device_blocks_[reinterpret_cast<uintptr_t>(p)] = bytes ? bytes : 1;
+    device_blocks_[reinterpret_cast<uintptr_t>(p)] = Block{bytes ? bytes : 1, ++next_buffer_id_, -1};
     return p;
   }
   void free_device(void* ptr) override {
     if (ptr == nullptr) return;
+    Block block;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      device_blocks_.erase(reinterpret_cast<uintptr_t>(ptr));
+      auto it = device_blocks_.find(reinterpret_cast<uintptr_t>(ptr));
+      if (it == device_blocks_.end()) return;
+      block = it->second;
+      device_blocks_.erase(it);
     }
-    std::free(ptr);
+    if (block.fd < 0) {
+      std::free(ptr);
+      return;
+    }
+    munmap(ptr, mapped_length(block.bytes));
+    close(block.fd);
+  }
+
+  bool allocation(const void* ptr, DeviceAllocation* out) override {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = device_blocks_.upper_bound(p);
+    if (it == device_blocks_.begin()) return false;
+    --it;
+    if (p >= it->first + it->second.bytes) return false;
+    *out = DeviceAllocation{it->first, it->second.bytes, it->second.buffer_id, it->second.fd >= 0};
+    return true;
+  }
+  void export_ipc(uintptr_t base, IpcHandle* out) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = device_blocks_.find(base);
+    if (it == device_blocks_.end() || it->second.fd < 0)
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "stand-in: no exportable allocation starts at {:#x}", base);
+    StandinIpcHandle h{};
+    std::memcpy(h.magic, kIpcMagic, sizeof(kIpcMagic));
+    h.pid = getpid();
+    h.fd = it->second.fd;
+    h.bytes = it->second.bytes;
+    std::memset(out->bytes, 0, sizeof(out->bytes));
+    std::memcpy(out->bytes, &h, sizeof(h));
+  }
+  void* open_ipc(const IpcHandle& handle, int) override {
+    StandinIpcHandle h;
+    std::memcpy(&h, handle.bytes, sizeof(h));
+    if (std::memcmp(h.magic, kIpcMagic, sizeof(kIpcMagic)) != 0)
+      fail(BAGUA_ERR_INVALID_ARGUMENT, "stand-in: not a stand-in IPC handle");
+    std::string path = fmt::format("/proc/{}/fd/{}", h.pid, h.fd);
+    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) fail(BAGUA_ERR_CUDA, "stand-in IPC: cannot open {}: {}", path, std::strerror(errno));
+    const size_t length = mapped_length(h.bytes);
+    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) fail(BAGUA_ERR_CUDA, "stand-in IPC: cannot map {}: {}", path, std::strerror(errno));
+    std::lock_guard<std::mutex> lock(mutex_);
+    ipc_mappings_[p] = length;
+    return p;
+  }
+  void close_ipc(void* mapped) override {
+    size_t length = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = ipc_mappings_.find(mapped);
+      if (it == ipc_mappings_.end()) return;
+      length = it->second;
+      ipc_mappings_.erase(it);
+    }
+    munmap(mapped, length);
+  }
+  GpuId gpu_id(int) override {
+    const char* name = env_get_nonempty("BAGUA_STANDIN_GPU");
+    std::string id = name ? name : "standin-gpu-0";
+    GpuId out{};
+    std::memcpy(out.bytes, id.data(), std::min(id.size(), sizeof(out.bytes)));
+    return out;
+  }
+  std::vector<GpuId> reachable_gpus(int device) override { return {gpu_id(device)}; }
+  void reduce_async(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
+                    DeviceStream stream) override {
+    stream_of(stream)->enqueue([=] { reduce_from(dst, a, b, count, dtype, op); });
+  }
+  void divide_async(void* dst, size_t count, bagua_datatype_t dtype, int divisor, DeviceStream stream) override {
+    stream_of(stream)->enqueue([=] { divide_by(dst, count, dtype, divisor); });
   }
   void synchronize(DeviceStream stream, int timeout_ms) override {
     StandinStream* s = stream_of(stream);
@@ -163,8 +277,15 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     return stream && stream != reinterpret_cast<DeviceStream>(0x1) ? static_cast<StandinStream*>(stream)
                                                                    : &legacy_default_;
   }
+  struct Block {
+    size_t bytes = 0;
+    uint64_t buffer_id = 0;
+    int fd = -1;  // -1: not exportable (malloc'd)
+  };
   std::mutex mutex_;
-  std::map<uintptr_t, size_t> device_blocks_;
+  std::map<uintptr_t, Block> device_blocks_;
+  uint64_t next_buffer_id_ = 0;
+  std::map<void*, size_t> ipc_mappings_;
   StandinStream legacy_default_;
 };
 

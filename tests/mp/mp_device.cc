@@ -13,6 +13,10 @@
 //              queued on one stream without a synchronize), the neighbor allreduce and low-precision
 //              decentralized SGD on device memory give bit for bit what the same calls give on host memory;
 //              asynchronous averaging of a device buffer reaches the exact average
+//   ipc [staged]  allreduces that the direct algorithm takes (one host): exact in and out of place; the peers'
+//              buffers are mapped through IPC once and reused, or with "staged" (ranks playing different GPUs)
+//              never; a rank on memory peers cannot map makes every rank stage; more buffers than
+//              BAGUA_IPC_CACHE_ENTRIES (run with 2) are remapped as they are evicted, still exact
 // Without bagua-run:
 //   threads    ranks as threads: two ranks on one stream are refused; a stream each works
 //   capture    a stream being captured into a CUDA graph is refused with no side effect (stand-in only)
@@ -26,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "api/api_guard.h"
+#include "core/device_proxy.h"
 #include "kernels/device_runtime.h"
 #include "mp/mp_check.h"
 
@@ -391,6 +397,65 @@ int limit(bagua_comm_t comm) {
   return 0;
 }
 
+uint64_t ipc_opened(bagua_comm_t comm) { return comm->impl->device_proxy().ipc_cache().opened(); }
+
+// One allreduce of b into out (b itself in place) with values that make the sum exact; checks every element.
+void exact_allreduce(bagua_comm_t comm, void* stream, DevBuf& b, DevBuf* out, int salt) {
+  for (size_t i = 0; i < b.host.size(); ++i) b.host[i] = static_cast<int64_t>(i % 4099) * (salt + 1) + g_rank;
+  b.upload(stream);
+  DevBuf& result = out ? *out : b;
+  MP_OK(bagua_allreduce(b.dev, result.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+  result.download(stream);
+  sync(stream);
+  for (size_t i = 0; i < b.host.size(); ++i)
+    MP_CHECK(result.host[i] == static_cast<int64_t>(i % 4099) * (salt + 1) * g_size + rank_sum());
+}
+
+int ipc(bagua_comm_t comm, bool expect_staged) {
+  void* stream = g_rt->create_stream(0);
+  const size_t count = 100003;  // 800 KB: the direct algorithm's range on one host; blocks of uneven size
+  DevBuf a(count), b(count);
+  const uint64_t before = ipc_opened(comm);
+  exact_allreduce(comm, stream, a, nullptr, 1);
+  const uint64_t first = ipc_opened(comm);
+  if (expect_staged) {
+    MP_CHECK(first == before);
+  } else {
+    MP_CHECK(first > before);
+    exact_allreduce(comm, stream, a, nullptr, 2);  // the same buffer: mapped already
+    MP_CHECK(ipc_opened(comm) == first);
+  }
+  exact_allreduce(comm, stream, a, &b, 3);
+  // One rank on memory that peers cannot map (as cudaMallocAsync's; tests/cuda has the real one): every rank
+  // stages, still exact.
+  if (StandinControl* standin = standin_control()) {
+    DevBuf c(count);
+    int64_t* unmappable = nullptr;
+    if (g_rank == g_size - 1) {
+      unmappable = static_cast<int64_t*>(standin->alloc_unexportable(count * sizeof(int64_t)));
+      MP_CHECK(unmappable != nullptr);
+      std::swap(c.dev, unmappable);
+    }
+    const uint64_t now = ipc_opened(comm);
+    exact_allreduce(comm, stream, c, nullptr, 4);
+    MP_CHECK(ipc_opened(comm) == now);
+    if (unmappable) std::swap(c.dev, unmappable);
+    g_rt->free_device(unmappable);
+  }
+  // More buffers than the cache holds, in turn: each is mapped again after its eviction.
+  std::vector<std::unique_ptr<DevBuf>> many;
+  for (int i = 0; i < 4; ++i) many.push_back(std::make_unique<DevBuf>(count));
+  const uint64_t start = ipc_opened(comm);
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < 4; ++i) exact_allreduce(comm, stream, *many[i], nullptr, 5 + i);
+  if (!expect_staged) MP_CHECK(ipc_opened(comm) - start >= 8);
+  if (g_rank == 0)
+    std::printf("ipc on %d ranks: exact; %s\n", g_size,
+                expect_staged ? "staged, nothing mapped" : "peers mapped once per buffer, again after eviction");
+  g_rt->destroy_stream(stream);
+  return 0;
+}
+
 // Two ranks as threads of this process.
 int threads() {
   bagua_unique_id_t id;
@@ -420,6 +485,15 @@ int threads() {
       sync(own);
     }
     for (int64_t v : b.host) MP_CHECK(v == 3);
+    // Large enough for the direct algorithm: peers of one process use each other's pointers, nothing is mapped.
+    DevBuf big(100003);
+    for (auto& v : big.host) v = r + 1;
+    big.upload(own);
+    MP_OK(bagua_allreduce(big.dev, big.dev, big.host.size(), BAGUA_INT64, BAGUA_SUM, comm, own));
+    big.download(own);
+    sync(own);
+    for (int64_t v : big.host) MP_CHECK(v == 3);
+    MP_CHECK(comm->impl->device_proxy().ipc_cache().opened() == 0);
     MP_OK(bagua_comm_destroy(comm));
   };
   std::thread t0(rank_main, 0), t1(rank_main, 1);
@@ -700,6 +774,11 @@ int main(int argc, char** argv) {
   if (mode == "abort") return abort_enqueued(comm);
   if (mode == "limit") return limit(comm);
   if (mode == "turn") return turn(comm);
+  if (mode == "ipc") {
+    int rc = ipc(comm, argc > 2 && std::string(argv[2]) == "staged");
+    MP_OK(bagua_comm_destroy(comm));
+    return rc;
+  }
   int rc = mode == "relaxations" ? relaxations(comm) : semantics(comm);
   MP_OK(bagua_comm_destroy(comm));
   if (g_rank == 0 && rc == 0) std::printf("device %s on %d ranks (%s): ok\n", mode.c_str(), g_size, g_rt->name());

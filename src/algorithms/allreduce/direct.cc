@@ -1,10 +1,20 @@
-// Direct allreduce between the ranks of one host, by cross-memory attach (process_vm_readv/writev).
+// Direct allreduce between the ranks of one host, by cross-memory attach (process_vm_readv/writev), or on device
+// memory through CUDA IPC.
 //
 // Rank b owns block b. Round 0: every rank tells the others its pid, buffer addresses, count, datatype and
-// op. Then each owner, segment by segment, reads that segment of its block from every peer into a small
-// buffer, combines (own input first, then peers by ascending rank) into its own recvbuf, and writes the
-// result straight into every peer's recvbuf. Round 1: every rank tells the others it is done; after it, no peer reads
-// or writes this rank's buffers any more.
+// op, and where its buffers live. Then each owner, segment by segment, reads that segment of its block from every
+// peer into a small buffer, combines (own input first, then peers by ascending rank) into its own recvbuf, and
+// writes the result straight into every peer's recvbuf. Last round: every rank tells the others it is done; after
+// it, no peer reads or writes this rank's buffers any more.
+//
+// On device memory (docs/cuda.md), round 0 also carries each rank's IPC handles and GPU, so every rank takes the
+// same decision from the same facts:
+// - every rank on device memory that peers can map, on GPUs that can all reach each other: each owner maps its
+//   peers' buffers (IpcCache), reduces its block with device kernels in the same order, copies the result into
+//   every peer's recvbuf, and says it is done only once that work has finished;
+// - otherwise (a rank on host memory, a cudaMallocAsync buffer, GPUs without peer access): ranks on device memory
+//   copy their input to staging, round 1 tells the peers the staging addresses, the host algorithm runs on them,
+//   and the output is copied back.
 //
 // Per rank, (n-1)/n of the vector N is read from peers and as much written into them; the ring with
 // single-copy reads moves twice that, because each rank reads its result back from the owner. The segment
@@ -24,7 +34,9 @@
 #include "algorithms/patterns/ring.h"
 #include "algorithms/registry.h"
 #include "base/error.h"
+#include "base/logging.h"
 #include "base/scratch_cache.h"
+#include "core/device_proxy.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/dtype.h"
 #include "transport/cross_memory.h"
@@ -33,6 +45,9 @@ namespace bagua {
 
 namespace {
 
+enum : uint32_t { kHostMemory = 0, kDeviceMappable = 1, kDeviceStaged = 2 };
+constexpr uint32_t kMostReachableGpus = 8;
+
 struct PeerBuffers {
   uint64_t pid = 0;
   uint64_t sendbuf = 0;
@@ -40,7 +55,48 @@ struct PeerBuffers {
   uint64_t count = 0;
   uint32_t dtype = 0;
   uint32_t op = 0;
+  // Device calls only: where the buffers live and, when peers can map them, how.
+  uint32_t memory = kHostMemory;
+  uint32_t reachable_count = 0;
+  GpuId gpu{};
+  GpuId reachable[kMostReachableGpus]{};  // GPUs this rank's kernels can access, its own included
+  uint64_t send_base = 0, send_buffer_id = 0, recv_base = 0, recv_buffer_id = 0;
+  IpcHandle send_handle{}, recv_handle{};
 };
+static_assert(sizeof(PeerBuffers) == 352, "tests/mp/mp_allreduce.cc counts the bytes this message adds");
+
+// Describes this rank's device buffers for its peers (round 0).
+void describe_device_buffers(DeviceRuntime& runtime, const CollectiveArgs& a, PeerBuffers* mine) {
+  mine->memory = kDeviceStaged;
+  DeviceAllocation send, recv;
+  if (!runtime.allocation(a.sendbuf, &send) || !runtime.allocation(a.recvbuf, &recv) || !send.exportable ||
+      !recv.exportable)
+    return;
+  try {
+    mine->gpu = runtime.gpu_id(a.device);
+    std::vector<GpuId> reachable = runtime.reachable_gpus(a.device);
+    mine->reachable_count = static_cast<uint32_t>(std::min<size_t>(reachable.size(), kMostReachableGpus));
+    std::copy_n(reachable.begin(), mine->reachable_count, mine->reachable);
+    runtime.export_ipc(send.base, &mine->send_handle);
+    if (recv.base == send.base)
+      mine->recv_handle = mine->send_handle;
+    else
+      runtime.export_ipc(recv.base, &mine->recv_handle);
+  } catch (const Error&) {
+    return;  // not mappable after all: the ranks stage
+  }
+  mine->send_base = send.base;
+  mine->send_buffer_id = send.buffer_id;
+  mine->recv_base = recv.base;
+  mine->recv_buffer_id = recv.buffer_id;
+  mine->memory = kDeviceMappable;
+}
+
+bool reaches(const PeerBuffers& from, const GpuId& gpu) {
+  for (uint32_t i = 0; i < std::min(from.reachable_count, kMostReachableGpus); ++i)
+    if (from.reachable[i] == gpu) return true;
+  return false;
+}
 
 struct DirectWork {
   Schedule* schedule = nullptr;
@@ -53,6 +109,12 @@ struct DirectWork {
   std::vector<uint8_t> done_from;
   std::shared_ptr<uint8_t[]> segment;  // one segment of a peer's input
   std::function<void()> check_peers;
+
+  // Device calls: the device operation, the call on its staging memory, and what the ranks decided.
+  DeviceOperation* device = nullptr;
+  CollectiveArgs staged;
+  bool on_ipc = false;
+  std::vector<std::shared_ptr<void>> mappings;  // peers' buffers, mapped until the call ends
 
   static constexpr size_t kSegmentBytes = 256 << 10;
   static constexpr size_t kSegmentsPerCheck = 16;
@@ -68,8 +130,89 @@ struct DirectWork {
     }
   }
 
-  void own_block() {
+  // After round 0, the same on every rank: through IPC when every rank is on mappable device memory and every
+  // rank's GPU can reach every other's; else ranks on device memory stage, and round 1 carries their staging
+  // addresses. (Round 1 has room: it posts at most what round 0 did.)
+  void decide(Round& addresses) {
     check_agreement();
+    peers[rank] = mine;
+    on_ipc = true;
+    for (int r = 0; r < nranks && on_ipc; ++r) {
+      on_ipc = peers[r].memory == kDeviceMappable;
+      for (int q = 0; q < nranks && on_ipc; ++q) on_ipc = reaches(peers[q], peers[r].gpu);
+    }
+    if (device != nullptr)
+      BAGUA_DEBUG(
+          "direct allreduce of {} elements on device memory: {}", args.count,
+          on_ipc ? "through IPC" : "staged (a rank is on host or unmappable memory, or GPUs cannot reach each other)");
+    if (on_ipc) return;
+    for (int r = 0; r < nranks; ++r)
+      if (r != rank && peers[r].memory != kHostMemory) addresses.recvs.push_back({r, &peers[r], sizeof(PeerBuffers)});
+    if (mine.memory == kHostMemory) return;
+    device->stage_in();
+    device->stage_out_at_end();
+    args.sendbuf = staged.sendbuf;
+    args.recvbuf = staged.recvbuf;
+    mine.sendbuf = reinterpret_cast<uintptr_t>(staged.sendbuf);
+    mine.recvbuf = reinterpret_cast<uintptr_t>(staged.recvbuf);
+    mine.memory = kHostMemory;
+    for (int r = 0; r < nranks; ++r)
+      if (r != rank) addresses.sends.push_back({r, &mine, sizeof(PeerBuffers)});
+    addresses.ready = [op = device] { return op->staged_in(); };
+  }
+
+  void run_block() {
+    if (on_ipc)
+      own_block_on_device();
+    else
+      own_block();
+  }
+
+  // Peer r's buffer at `address` in its process (allocation base, buffer id, handle): the pointer itself for a
+  // thread of this process, else its IPC mapping here.
+  uint8_t* peer_pointer(int r, uint64_t address, uint64_t base, uint64_t buffer_id, const IpcHandle& handle) {
+    if (peers[r].pid == static_cast<uint64_t>(getpid())) return reinterpret_cast<uint8_t*>(address);
+    std::shared_ptr<void> mapping = device->ipc_cache().map(peers[r].pid, base, buffer_id, handle, args.device);
+    mappings.push_back(mapping);
+    return static_cast<uint8_t*>(mapping.get()) + (address - base);
+  }
+
+  void own_block_on_device() {
+    if (check_peers) check_peers();
+    const size_t elem = datatype_size(args.dtype);
+    const size_t begin = ring::chunk_begin(args.count, nranks, rank),
+                 count = ring::chunk_size(args.count, nranks, rank);
+    if (count == 0) return;
+    const size_t at = begin * elem, bytes = count * elem;
+    std::vector<const uint8_t*> in(nranks);
+    std::vector<uint8_t*> out(nranks);
+    for (int r = 0; r < nranks; ++r) {
+      if (r == rank) {
+        in[r] = static_cast<const uint8_t*>(args.sendbuf);
+        out[r] = static_cast<uint8_t*>(args.recvbuf);
+        continue;
+      }
+      const PeerBuffers& p = peers[r];
+      in[r] = peer_pointer(r, p.sendbuf, p.send_base, p.send_buffer_id, p.send_handle);
+      out[r] = peer_pointer(r, p.recvbuf, p.recv_base, p.recv_buffer_id, p.recv_handle);
+    }
+    DeviceRuntime& runtime = device->proxy().runtime();
+    device->issue_work([&](DeviceStream stream) {
+      uint8_t* result = out[rank] + at;
+      bool first = true;
+      for (int r = 0; r < nranks; ++r) {
+        if (r == rank) continue;
+        runtime.reduce_async(result, first ? in[rank] + at : result, in[r] + at, count, args.dtype, args.op, stream);
+        first = false;
+      }
+      if (args.op == BAGUA_AVG) runtime.divide_async(result, count, args.dtype, nranks, stream);
+      for (int r = 0; r < nranks; ++r)
+        if (r != rank) runtime.copy_async(out[r] + at, result, bytes, stream);
+    });
+    schedule->add_direct_traffic(bytes * (nranks - 1), bytes * (nranks - 1));
+  }
+
+  void own_block() {
     if (check_peers) check_peers();
     const size_t elem = datatype_size(args.dtype);
     const size_t begin = ring::chunk_begin(args.count, nranks, rank),
@@ -105,7 +248,9 @@ struct DirectWork {
   }
 };
 
-std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const ScheduleContext& ctx) {
+// device: the device operation of a call on device memory (a holds the device buffers, staged the staging ones).
+std::unique_ptr<Schedule> direct_schedule(const CollectiveArgs& a, const ScheduleContext& ctx,
+                                          DeviceOperation* device = nullptr, const CollectiveArgs* staged = nullptr) {
   auto s = std::make_unique<Schedule>(ctx);
   if (ctx.nranks == 1) {
     s->prologue().push_back(copy_step(a.recvbuf, a.sendbuf, a.count * datatype_size(a.dtype)));
@@ -116,9 +261,18 @@ std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const Schedu
   w->args = a;
   w->rank = ctx.rank;
   w->nranks = ctx.nranks;
-  w->mine = {static_cast<uint64_t>(getpid()),        reinterpret_cast<uintptr_t>(a.sendbuf),
-             reinterpret_cast<uintptr_t>(a.recvbuf), a.count,
-             static_cast<uint32_t>(a.dtype),         static_cast<uint32_t>(a.op)};
+  w->mine = PeerBuffers{};
+  w->mine.pid = static_cast<uint64_t>(getpid());
+  w->mine.sendbuf = reinterpret_cast<uintptr_t>(a.sendbuf);
+  w->mine.recvbuf = reinterpret_cast<uintptr_t>(a.recvbuf);
+  w->mine.count = a.count;
+  w->mine.dtype = static_cast<uint32_t>(a.dtype);
+  w->mine.op = static_cast<uint32_t>(a.op);
+  if (device != nullptr) {
+    w->device = device;
+    w->staged = *staged;
+    describe_device_buffers(device->proxy().runtime(), a, &w->mine);
+  }
   w->check_peers = ctx.check_peers;
   w->peers.resize(ctx.nranks);
   w->done_from.resize(ctx.nranks);
@@ -127,8 +281,10 @@ std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const Schedu
   s->hold(w);
   s->round();
   s->round();
-  Round& hello = s->rounds()[0];  // (round() may move earlier rounds: take both references after)
-  Round& bye = s->rounds()[1];
+  s->round();
+  Round& hello = s->rounds()[0];  // (round() may move earlier rounds: take the references after)
+  Round& addresses = s->rounds()[1];
+  Round& bye = s->rounds()[2];
   for (int r = 0; r < ctx.nranks; ++r) {
     if (r == ctx.rank) continue;
     hello.recvs.push_back({r, &w->peers[r], sizeof(PeerBuffers)});
@@ -136,11 +292,25 @@ std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const Schedu
     bye.recvs.push_back({r, &w->done_from[r], 1});
     bye.sends.push_back({r, &w->done, 1});
   }
-  hello.after.push_back(call_step([work = w.get()] { work->own_block(); }));
+  hello.after.push_back(call_step([work = w.get(), &addresses] { work->decide(addresses); }));
+  addresses.after.push_back(call_step([work = w.get()] { work->run_block(); }));
+  if (device != nullptr) bye.ready = [work = w.get()] { return !work->on_ipc || work->device->work_done(); };
   return s;
 }
 
-// Hello and done rounds; per segment one read and one write per peer.
+std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const ScheduleContext& ctx) {
+  return direct_schedule(a, ctx);
+}
+
+std::unique_ptr<Operation> allreduce_direct_on_device(const CollectiveArgs& device_args,
+                                                      const CollectiveArgs& staged_args, DeviceOperation& device,
+                                                      const ScheduleContext& ctx, std::string description) {
+  return std::make_unique<ScheduleOp>(BAGUA_OPKIND_ALLREDUCE, std::move(description),
+                                      direct_schedule(device_args, ctx, &device, &staged_args));
+}
+
+// Hello and done rounds (the addresses round posts nothing on host memory); per segment one read and one write per
+// peer.
 double cost(const CostTerms& t) {
   const CostModel& c = t.model;
   const double segments = std::max(1.0, std::ceil(t.m / t.n / (256.0 * 1024)));
@@ -150,10 +320,16 @@ double cost(const CostTerms& t) {
 
 }  // namespace
 
-// One host only, and only when every rank could attach to its peers' memory at init.
+// One host only, and only when every rank could attach to its peers' memory at init (also on device memory, where
+// a call may fall back to staging).
 extern const AlgorithmEntry kAllreduceDirect;
-const AlgorithmEntry kAllreduceDirect{
-    Collective::kAllreduce,         "direct", [](int, const HostLayout& hosts) { return hosts.size() <= 1; }, cost,
-    run_schedule<allreduce_direct>, true};
+const AlgorithmEntry kAllreduceDirect{Collective::kAllreduce,
+                                      "direct",
+                                      [](int, const HostLayout& hosts) { return hosts.size() <= 1; },
+                                      cost,
+                                      run_schedule<allreduce_direct>,
+                                      true,
+                                      false,
+                                      allreduce_direct_on_device};
 
 }  // namespace bagua

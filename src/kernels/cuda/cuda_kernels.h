@@ -35,5 +35,7 @@ void cast_to_float(const void* in, bagua_datatype_t dtype, size_t count, float* 
 void bagua_u8_compress(const float* x, size_t count, uint8_t* out, void* stream);
 void bagua_u8_decompress(const uint8_t* in, size_t count, float* x, void* stream);
 void synchronize(void* stream);
+// Loads the kernels the device data path launches (reductions), so that none is first loaded during a call.
+void load_kernels();
 
 }  // namespace bagua::cuda

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/device_runtime.h"
 
 namespace bagua {
@@ -98,6 +99,18 @@ class CudaEvent final : public DeviceEvent {
 };
 
 using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using PointerGetAttributes = CUresult (*)(unsigned int, CUpointer_attribute*, void**, CUdeviceptr);
+
+// A driver function by name, through the runtime (libbagua never links libcuda); nullptr when missing.
+void* driver_entry(const char* symbol) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess)
+    fn = nullptr;
+  cudaGetLastError();
+  return fn;
+}
 
 // Whether this process has loaded the CUDA driver (someone initialized CUDA). Until then no pointer can be device
 // memory, and asking cudart would start CUDA: about 120 us without a driver, and after it a forked child can no
@@ -130,9 +143,13 @@ class CudaRuntime final : public DeviceRuntime {
  public:
   const char* name() const override { return "CUDA"; }
   bool usable() override { return cuda_device_count() > 0; }
-  // The process already uses CUDA: start this library's runtime now rather than in the first call.
+  // The process already uses CUDA: start this library's runtime now rather than in the first call, and load the
+  // kernels the device path launches (with lazy loading, a first launch while a user kernel spins can deadlock).
   void prepare() override {
-    if (driver_loaded()) cuda_device_count();
+    if (driver_loaded() && cuda_device_count() > 0) {
+      RelaxedCapture relaxed;
+      cuda::load_kernels();
+    }
   }
 
   MemoryType memory_type(const void* ptr, int* device) override {
@@ -254,6 +271,87 @@ class CudaRuntime final : public DeviceRuntime {
     RelaxedCapture relaxed;
     if (ptr) cudaFree(ptr);
   }
+  bool allocation(const void* ptr, DeviceAllocation* out) override {
+    if (!driver_loaded()) return false;
+    RelaxedCapture relaxed;
+    static PointerGetAttributes get = reinterpret_cast<PointerGetAttributes>(driver_entry("cuPointerGetAttributes"));
+    if (get == nullptr) return false;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    unsigned long long id = 0;
+    int ipc_capable = 0;  // a boolean: the driver writes its low byte
+    CUmemorytype type = static_cast<CUmemorytype>(0);
+    CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                   CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
+    void* data[] = {&type, &start, &size, &id, &ipc_capable};
+    if (get(5, which, data, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE)
+      return false;
+    *out = DeviceAllocation{static_cast<uintptr_t>(start), size, id, (ipc_capable & 0xff) != 0};
+    return true;
+  }
+  void export_ipc(uintptr_t base, IpcHandle* out) override {
+    RelaxedCapture relaxed;
+    static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(IpcHandle));
+    cudaIpcMemHandle_t handle;
+    check(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base)), "cudaIpcGetMemHandle");
+    std::memset(out->bytes, 0, sizeof(out->bytes));
+    std::memcpy(out->bytes, &handle, sizeof(handle));
+  }
+  void* open_ipc(const IpcHandle& handle, int device) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device);
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle.bytes, sizeof(h));
+    void* mapped = nullptr;
+    check(cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+    return mapped;
+  }
+  void close_ipc(void* mapped) override {
+    RelaxedCapture relaxed;
+    if (cudaIpcCloseMemHandle(mapped) != cudaSuccess) cudaGetLastError();
+  }
+  GpuId gpu_id(int device) override {
+    RelaxedCapture relaxed;
+    std::lock_guard<std::mutex> lock(ids_mutex_);
+    auto it = ids_.find(device);
+    if (it != ids_.end()) return it->second;
+    cudaDeviceProp props{};
+    check(cudaGetDeviceProperties(&props, device), "cudaGetDeviceProperties");
+    GpuId id{};
+    static_assert(sizeof(props.uuid) == sizeof(id.bytes));
+    std::memcpy(id.bytes, &props.uuid, sizeof(id.bytes));
+    ids_[device] = id;
+    return id;
+  }
+  std::vector<GpuId> reachable_gpus(int device) override {
+    std::vector<GpuId> out{gpu_id(device)};
+    const int count = cuda_device_count();
+    for (int other = 0; other < count; ++other) {
+      if (other == device) continue;
+      int can = 0;
+      {
+        RelaxedCapture relaxed;
+        if (cudaDeviceCanAccessPeer(&can, device, other) != cudaSuccess) {
+          cudaGetLastError();
+          can = 0;
+        }
+      }
+      if (can) out.push_back(gpu_id(other));
+    }
+    return out;
+  }
+  void reduce_async(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
+                    DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    cuda::reduce_from(dst, a, b, count, dtype, op, stream);
+  }
+  void divide_async(void* dst, size_t count, bagua_datatype_t dtype, int divisor, DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    cuda::divide_by(dst, count, dtype, divisor, stream);
+  }
   void synchronize(DeviceStream stream, int timeout_ms) override {
     RelaxedCapture relaxed;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -278,15 +376,8 @@ class CudaRuntime final : public DeviceRuntime {
 
  private:
   WaitValue32 wait_value_entry() {
-    std::call_once(wait_once_, [this] {
-      void* fn = nullptr;
-      cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-      if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &found) ==
-              cudaSuccess &&
-          found == cudaDriverEntryPointSuccess)
-        wait_value_ = reinterpret_cast<WaitValue32>(fn);
-      cudaGetLastError();
-    });
+    std::call_once(wait_once_,
+                   [this] { wait_value_ = reinterpret_cast<WaitValue32>(driver_entry("cuStreamWaitValue32")); });
     if (wait_value_ == nullptr)
       fail(BAGUA_ERR_NOT_SUPPORTED, "this CUDA driver has no cuStreamWaitValue32, which device calls need");
     return wait_value_;
@@ -301,6 +392,8 @@ class CudaRuntime final : public DeviceRuntime {
     event_streams_[device] = stream;
     return stream;
   }
+  std::mutex ids_mutex_;
+  std::map<int, GpuId> ids_;
   std::once_flag wait_once_;
   WaitValue32 wait_value_ = nullptr;
   std::mutex event_streams_mutex_;

@@ -107,6 +107,18 @@ void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, voi
   check_launch("CUDA average");
 }
 
+void load_kernels() {
+  for (bagua_datatype_t dtype : {BAGUA_INT8, BAGUA_UINT8, BAGUA_INT32, BAGUA_UINT32, BAGUA_INT64, BAGUA_UINT64,
+                                 BAGUA_FLOAT16, BAGUA_BFLOAT16, BAGUA_FLOAT32, BAGUA_FLOAT64})
+    dispatch(dtype, [](auto tag) {
+      using T = decltype(tag);
+      cudaFuncAttributes attrs;
+      if (cudaFuncGetAttributes(&attrs, reduce_kernel<T>) != cudaSuccess ||
+          cudaFuncGetAttributes(&attrs, divide_kernel<T>) != cudaSuccess)
+        check_launch("loading the CUDA reduction kernels");
+    });
+}
+
 void synchronize(void* stream) {
   cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) fail(BAGUA_ERR_CUDA, "cudaStreamSynchronize: {}", cudaGetErrorString(err));
