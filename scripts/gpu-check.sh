@@ -80,12 +80,13 @@ step() {
   step device:abort 60 $RUN -n 2 $B/mp_device abort
   step device:limit 60 env BAGUA_DEVICE_MEMORY_LIMIT=1048576 $RUN -n 2 $B/mp_device limit
   step device:threads 60 $B/mp_device threads
+  step device:ipc 60 env BAGUA_IPC_CACHE_ENTRIES=2 $RUN -n 3 $B/mp_device ipc
   step device:scheduler 90 $RUN -n 2 $B/mp_scheduler device
   step device:relaxations 90 $RUN -n 2 $B/mp_device relaxations
-  # Two ranks naming the one GPU differently: by index and by UUID.
+  # Two ranks naming the one GPU differently, by index and by UUID: the same GPU, so the IPC path is taken.
   uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1)
   step device:visible 60 $RUN -n 2 sh -c \
-    'if [ "$BAGUA_RANK" = 0 ]; then export CUDA_VISIBLE_DEVICES=0; else export CUDA_VISIBLE_DEVICES='"$uuid"'; fi; exec "$0" semantics' \
+    'if [ "$BAGUA_RANK" = 0 ]; then export CUDA_VISIBLE_DEVICES=0; else export CUDA_VISIBLE_DEVICES='"$uuid"'; fi; exec "$0" ipc' \
     $B/mp_device
   # One multi-rank run under compute-sanitizer.
   if command -v compute-sanitizer >/dev/null; then
