@@ -250,7 +250,7 @@ DeviceProxy::DeviceProxy(Comm& comm) : comm_(comm), runtime_(device_runtime()) {
   ipc_cache_ = std::make_unique<IpcCache>(
       comm_.config().ipc_cache_entries,
       [runtime](const IpcHandle& handle, int device) { return runtime->open_ipc(handle, device); },
-      [runtime](void* mapped) { runtime->close_ipc(mapped); });
+      [this](void* mapped, int device) { close_later(mapped, device); });
   thread_ = std::thread([this] { run(); });
 }
 
@@ -274,6 +274,8 @@ DeviceProxy::~DeviceProxy() {
     finish(e, BAGUA_ERR_ABORTED, "the communicator was destroyed");
   }
   entries_.clear();
+  ipc_cache_.reset();
+  close_pending(true);
   for (auto& [device, stream] : copy_streams_) runtime_.destroy_stream(stream);
   for (auto& [bytes, ptr] : free_blocks_) runtime_.free_mapped(ptr);
   for (uint32_t* page : gate_pages_) runtime_.free_mapped(page);
@@ -389,6 +391,24 @@ std::shared_ptr<StreamGate> DeviceProxy::park(DeviceStream stream) {
   return gate;
 }
 
+void DeviceProxy::close_later(void* mapped, int device) {
+  std::lock_guard<std::mutex> lock(closes_mutex_);
+  try {
+    pending_closes_.emplace_back(mapped, device);
+  } catch (...) {  // out of memory: the mapping stays open until the process ends
+  }
+}
+
+void DeviceProxy::close_pending(bool force) {
+  std::vector<std::pair<void*, int>> closing;
+  {
+    std::lock_guard<std::mutex> lock(closes_mutex_);
+    if (pending_closes_.empty() || (!force && g_parked_gates.load() != 0)) return;
+    closing.swap(pending_closes_);
+  }
+  for (auto& [mapped, device] : closing) runtime_.close_ipc(mapped, device);
+}
+
 void DeviceProxy::release_slot(uint32_t slot, uint32_t value) {
   g_parked_gates.fetch_sub(1);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -494,6 +514,10 @@ void DeviceProxy::run() {
       comm_.fail_now(BAGUA_ERR_INTERNAL, fmt::format("device proxy thread: {}", e.what()));
     } catch (...) {
       comm_.fail_now(BAGUA_ERR_INTERNAL, "device proxy thread: unknown exception");
+    }
+    try {
+      close_pending(false);
+    } catch (...) {
     }
     if (progressed)
       backoff.busy();

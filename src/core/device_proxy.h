@@ -184,6 +184,10 @@ class DeviceProxy {
   DeviceStream copy_stream(int device);
   // Peers' allocations mapped through IPC (used by the proxy thread only; opened() may be read from any).
   IpcCache& ipc_cache() { return *ipc_cache_; }
+  // How the ranks ran the direct allreduce's device calls so far: through IPC, or staged (for tests and tools).
+  void count_direct_allreduce(bool through_ipc) { (through_ipc ? direct_through_ipc_ : direct_staged_)++; }
+  uint64_t direct_through_ipc() const { return direct_through_ipc_.load(); }
+  uint64_t direct_staged() const { return direct_staged_.load(); }
   // Orders the operation on its stream (input event and gate, or for a request the input event only), starts it
   // and hands it to the proxy thread; `completion`, when given, learns its end. The sequence number is already
   // taken, so a failure here fails the communicator.
@@ -200,6 +204,10 @@ class DeviceProxy {
   void finish(Entry& entry, bagua_status_t status, const std::string& error);
   void give_back(void* ptr, size_t bytes);
   void release_slot(uint32_t slot, uint32_t value);
+  // IPC mappings the cache let go are closed only while no stream of the process is parked on a gate (closing may
+  // wait for the device, as freeing pinned memory does).
+  void close_later(void* mapped, int device);
+  void close_pending(bool force);
 
   Comm& comm_;
   DeviceRuntime& runtime_;
@@ -219,6 +227,9 @@ class DeviceProxy {
   std::vector<uint32_t> free_slots_;
   std::map<int, DeviceStream> copy_streams_;
   std::unique_ptr<IpcCache> ipc_cache_;
+  std::mutex closes_mutex_;
+  std::vector<std::pair<void*, int>> pending_closes_;
+  std::atomic<uint64_t> direct_through_ipc_{0}, direct_staged_{0};
   std::thread thread_;
 };
 

@@ -24,7 +24,7 @@ std::shared_ptr<void> IpcCache::map(uint64_t pid, uintptr_t base, uint64_t buffe
   void* mapped = open_(handle, device);
   ++opened_;
   Close close = close_;
-  std::shared_ptr<void> mapping(mapped, [close](void* p) { close(p); });
+  std::shared_ptr<void> mapping(mapped, [close, device](void* p) { close(p, device); });
   entries_[key] = Entry{buffer_id, mapping, ++clock_};
   return mapping;
 }

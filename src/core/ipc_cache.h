@@ -21,7 +21,7 @@ namespace bagua {
 class IpcCache {
  public:
   using Open = std::function<void*(const IpcHandle&, int device)>;
-  using Close = std::function<void(void*)>;
+  using Close = std::function<void(void* mapped, int device)>;
   IpcCache(size_t most_entries, Open open, Close close);
 
   // The mapping on `device` of the allocation at `base` in process `pid` with this buffer id, opened from `handle`

@@ -37,7 +37,7 @@ class HostOnlyRuntime final : public DeviceRuntime {
   bool allocation(const void*, DeviceAllocation*) override { return false; }
   void export_ipc(uintptr_t, IpcHandle*) override { unavailable(); }
   void* open_ipc(const IpcHandle&, int) override { unavailable(); }
-  void close_ipc(void*) override {}
+  void close_ipc(void*, int) override {}
   GpuId gpu_id(int) override { unavailable(); }
   std::vector<GpuId> reachable_gpus(int) override { unavailable(); }
   void reduce_async(void*, const void*, const void*, size_t, bagua_datatype_t, bagua_redop_t, DeviceStream) override {

@@ -87,7 +87,7 @@ class DeviceRuntime {
   virtual void export_ipc(uintptr_t base, IpcHandle* out) = 0;
   // Maps a peer's allocation on `device` (peer access enabled as needed); throws when it cannot. close_ipc unmaps.
   virtual void* open_ipc(const IpcHandle& handle, int device) = 0;
-  virtual void close_ipc(void* mapped) = 0;
+  virtual void close_ipc(void* mapped, int device) = 0;
   virtual GpuId gpu_id(int device) = 0;
   // The GPUs whose memory kernels on `device` can access: itself and its peers with peer access.
   virtual std::vector<GpuId> reachable_gpus(int device) = 0;

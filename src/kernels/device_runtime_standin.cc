@@ -1,7 +1,8 @@
 // The host stand-in for the CUDA runtime (BAGUA_DEVICE_STANDIN=1): "device memory" is host memory registered
 // here, each stream is a thread running its work in order, events and stream waits are flags. It runs the device
 // data path's protocol (ordering, release, failure, abort, IPC mappings) where no GPU is. Device 0 is its only
-// device; BAGUA_STANDIN_GPU names it (default "standin-gpu-0"), so that ranks can play different GPUs.
+// device; BAGUA_STANDIN_GPU names it (default "standin-gpu-0"), so that ranks can play different GPUs, and
+// BAGUA_STANDIN_IPC_FAILS=1 makes opening a peer's IPC handle fail.
 // Device memory is a memfd per allocation, so a peer process maps it through /proc/<pid>/fd/<fd> as IPC would.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -206,6 +207,8 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     std::memcpy(out->bytes, &h, sizeof(h));
   }
   void* open_ipc(const IpcHandle& handle, int) override {
+    if (const char* fails = env_get_nonempty("BAGUA_STANDIN_IPC_FAILS"); fails && std::strcmp(fails, "0") != 0)
+      fail(BAGUA_ERR_CUDA, "stand-in IPC: opening handles fails here (BAGUA_STANDIN_IPC_FAILS)");
     StandinIpcHandle h;
     std::memcpy(&h, handle.bytes, sizeof(h));
     if (std::memcmp(h.magic, kIpcMagic, sizeof(kIpcMagic)) != 0)
@@ -221,7 +224,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     ipc_mappings_[p] = length;
     return p;
   }
-  void close_ipc(void* mapped) override {
+  void close_ipc(void* mapped, int) override {
     size_t length = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);

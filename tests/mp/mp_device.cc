@@ -13,10 +13,10 @@
 //              queued on one stream without a synchronize), the neighbor allreduce and low-precision
 //              decentralized SGD on device memory give bit for bit what the same calls give on host memory;
 //              asynchronous averaging of a device buffer reaches the exact average
-//   ipc [staged]  allreduces that the direct algorithm takes (one host): exact in and out of place; the peers'
-//              buffers are mapped through IPC once and reused, or with "staged" (ranks playing different GPUs)
-//              never; a rank on memory peers cannot map makes every rank stage; more buffers than
-//              BAGUA_IPC_CACHE_ENTRIES (run with 2) are remapped as they are evicted, still exact
+//   ipc [staged]  allreduces that the direct algorithm takes (one host): exact in and out of place, each through
+//              IPC with the peers' buffers mapped once and reused, or with "staged" (ranks playing different
+//              GPUs, a rank that cannot open handles) each staged; a rank on memory peers cannot map makes every
+//              rank stage; more buffers than BAGUA_IPC_CACHE_ENTRIES (run with 2) are remapped after eviction
 // Without bagua-run:
 //   threads    ranks as threads: two ranks on one stream are refused; a stream each works
 //   capture    a stream being captured into a CUDA graph is refused with no side effect (stand-in only)
@@ -398,6 +398,8 @@ int limit(bagua_comm_t comm) {
 }
 
 uint64_t ipc_opened(bagua_comm_t comm) { return comm->impl->device_proxy().ipc_cache().opened(); }
+uint64_t through_ipc(bagua_comm_t comm) { return comm->impl->device_proxy().direct_through_ipc(); }
+uint64_t staged(bagua_comm_t comm) { return comm->impl->device_proxy().direct_staged(); }
 
 // One allreduce of b into out (b itself in place) with values that make the sum exact; checks every element.
 void exact_allreduce(bagua_comm_t comm, void* stream, DevBuf& b, DevBuf* out, int salt) {
@@ -415,17 +417,26 @@ int ipc(bagua_comm_t comm, bool expect_staged) {
   void* stream = g_rt->create_stream(0);
   const size_t count = 100003;  // 800 KB: the direct algorithm's range on one host; blocks of uneven size
   DevBuf a(count), b(count);
+  // Each call went the expected way: `calls` more through IPC, or staged.
+  uint64_t ipc_before = through_ipc(comm), staged_before = staged(comm);
+  auto went = [&](uint64_t calls, bool ipc_way) {
+    MP_CHECK(through_ipc(comm) == ipc_before + (ipc_way ? calls : 0));
+    MP_CHECK(staged(comm) == staged_before + (ipc_way ? 0 : calls));
+    ipc_before = through_ipc(comm);
+    staged_before = staged(comm);
+  };
   const uint64_t before = ipc_opened(comm);
   exact_allreduce(comm, stream, a, nullptr, 1);
+  went(1, !expect_staged);
   const uint64_t first = ipc_opened(comm);
-  if (expect_staged) {
-    MP_CHECK(first == before);
-  } else {
+  if (!expect_staged) {
     MP_CHECK(first > before);
     exact_allreduce(comm, stream, a, nullptr, 2);  // the same buffer: mapped already
     MP_CHECK(ipc_opened(comm) == first);
+    went(1, true);
   }
   exact_allreduce(comm, stream, a, &b, 3);
+  went(1, !expect_staged);
   // One rank on memory that peers cannot map (as cudaMallocAsync's; tests/cuda has the real one): every rank
   // stages, still exact.
   if (StandinControl* standin = standin_control()) {
@@ -436,9 +447,8 @@ int ipc(bagua_comm_t comm, bool expect_staged) {
       MP_CHECK(unmappable != nullptr);
       std::swap(c.dev, unmappable);
     }
-    const uint64_t now = ipc_opened(comm);
     exact_allreduce(comm, stream, c, nullptr, 4);
-    MP_CHECK(ipc_opened(comm) == now);
+    went(1, false);
     if (unmappable) std::swap(c.dev, unmappable);
     g_rt->free_device(unmappable);
   }
@@ -448,10 +458,12 @@ int ipc(bagua_comm_t comm, bool expect_staged) {
   const uint64_t start = ipc_opened(comm);
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < 4; ++i) exact_allreduce(comm, stream, *many[i], nullptr, 5 + i);
+  went(8, !expect_staged);
   if (!expect_staged) MP_CHECK(ipc_opened(comm) - start >= 8);
   if (g_rank == 0)
-    std::printf("ipc on %d ranks: exact; %s\n", g_size,
-                expect_staged ? "staged, nothing mapped" : "peers mapped once per buffer, again after eviction");
+    std::printf(
+        "ipc on %d ranks: exact; %s\n", g_size,
+        expect_staged ? "every call staged" : "through IPC, peers mapped once per buffer, again after eviction");
   g_rt->destroy_stream(stream);
   return 0;
 }
@@ -494,6 +506,7 @@ int threads() {
     sync(own);
     for (int64_t v : big.host) MP_CHECK(v == 3);
     MP_CHECK(comm->impl->device_proxy().ipc_cache().opened() == 0);
+    MP_CHECK(comm->impl->device_proxy().direct_through_ipc() == 1);
     MP_OK(bagua_comm_destroy(comm));
   };
   std::thread t0(rank_main, 0), t1(rank_main, 1);

@@ -29,7 +29,7 @@ struct Counting {
               open[p] = true;
               return p;
             },
-            [this](void* p) {
+            [this](void* p, int) {
               open[p] = false;
               delete[] static_cast<char*>(p);
             }) {}
@@ -117,7 +117,7 @@ TEST_CASE("the stand-in's allocations: buffer ids, export and mapping", "[.][dev
   CHECK(mapped[9999] == 0x5a);  // the same memory
   mapped[0] = 1;
   CHECK(dev[0] == 1);
-  rt.close_ipc(mapped);
+  rt.close_ipc(mapped, 0);
   const uint64_t id = alloc.buffer_id;
   rt.free_device(dev);
   auto* again = static_cast<unsigned char*>(rt.alloc_device(10000, 0));

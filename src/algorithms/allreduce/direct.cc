@@ -9,12 +9,13 @@
 //
 // On device memory (docs/cuda.md), round 0 also carries each rank's IPC handles and GPU, so every rank takes the
 // same decision from the same facts:
-// - every rank on device memory that peers can map, on GPUs that can all reach each other: each owner maps its
-//   peers' buffers (IpcCache), reduces its block with device kernels in the same order, copies the result into
-//   every peer's recvbuf, and says it is done only once that work has finished;
-// - otherwise (a rank on host memory, a cudaMallocAsync buffer, GPUs without peer access): ranks on device memory
-//   copy their input to staging, round 1 tells the peers the staging addresses, the host algorithm runs on them,
-//   and the output is copied back.
+// - every rank on device memory that peers can map, on GPUs that can all reach each other: each rank maps its
+//   peers' buffers (IpcCache) and says in round 1 whether that worked. If every rank did, each owner reduces its
+//   block with device kernels in the same order, copies the result into every peer's recvbuf, and says it is done
+//   only once that work has finished;
+// - otherwise (a rank on host memory, a cudaMallocAsync buffer, GPUs without peer access, a failed mapping): ranks
+//   on device memory copy their input to staging, round 2 tells the peers the staging addresses, the host
+//   algorithm runs on them, and the output is copied back.
 //
 // Per rank, (n-1)/n of the vector N is read from peers and as much written into them; the ring with
 // single-copy reads moves twice that, because each rank reads its result back from the owner. The segment
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <cstring>
@@ -114,7 +116,11 @@ struct DirectWork {
   DeviceOperation* device = nullptr;
   CollectiveArgs staged;
   bool on_ipc = false;
+  uint8_t mapped_ok = 1;
+  std::vector<uint8_t> voted;                   // [r]: whether rank r mapped its peers (round 1)
   std::vector<std::shared_ptr<void>> mappings;  // peers' buffers, mapped until the call ends
+  std::vector<const uint8_t*> in;               // [r]: rank r's input, here (IPC)
+  std::vector<uint8_t*> out;                    // [r]: rank r's output, here
 
   static constexpr size_t kSegmentBytes = 256 << 10;
   static constexpr size_t kSegmentsPerCheck = 16;
@@ -130,22 +136,52 @@ struct DirectWork {
     }
   }
 
-  // After round 0, the same on every rank: through IPC when every rank is on mappable device memory and every
-  // rank's GPU can reach every other's; else ranks on device memory stage, and round 1 carries their staging
-  // addresses. (Round 1 has room: it posts at most what round 0 did.)
-  void decide(Round& addresses) {
+  // After round 0, the same on every rank: IPC is possible when every rank is on mappable device memory, every
+  // rank's GPU can reach every other's, and ranks of one process share their GPU (they use each other's pointers,
+  // without peer access). Then each rank maps its peers' buffers and votes in round 1 whether that worked.
+  void propose(Round& votes) {
     check_agreement();
     peers[rank] = mine;
     on_ipc = true;
     for (int r = 0; r < nranks && on_ipc; ++r) {
       on_ipc = peers[r].memory == kDeviceMappable;
-      for (int q = 0; q < nranks && on_ipc; ++q) on_ipc = reaches(peers[q], peers[r].gpu);
+      for (int q = 0; q < nranks && on_ipc; ++q)
+        on_ipc = reaches(peers[q], peers[r].gpu) && (peers[q].pid != peers[r].pid || peers[q].gpu == peers[r].gpu);
     }
-    if (device != nullptr)
-      BAGUA_DEBUG(
-          "direct allreduce of {} elements on device memory: {}", args.count,
-          on_ipc ? "through IPC" : "staged (a rank is on host or unmappable memory, or GPUs cannot reach each other)");
+    if (!on_ipc) return;
+    try {
+      map_peers();
+    } catch (const Error& e) {
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true))
+        BAGUA_WARN(
+            "direct allreduce: mapping the peers' device buffers through IPC failed, staging instead (said "
+            "once per process): {}",
+            e.what());
+      mapped_ok = 0;
+      mappings.clear();
+    }
+    voted.resize(nranks);
+    for (int r = 0; r < nranks; ++r) {
+      if (r == rank) continue;
+      votes.recvs.push_back({r, &voted[r], 1});
+      votes.sends.push_back({r, &mapped_ok, 1});
+    }
+  }
+
+  // After round 1: through IPC if every rank mapped its peers; else ranks on device memory stage, and round 2 carries
+  // their staging addresses. (Rounds 1 and 2 have room: they post at most what round 0 did.)
+  void decide(Round& addresses) {
+    for (int r = 0; r < nranks && on_ipc; ++r) on_ipc = (r == rank ? mapped_ok : voted[r]) != 0;
+    if (device != nullptr) {
+      device->proxy().count_direct_allreduce(on_ipc);
+      BAGUA_DEBUG("direct allreduce of {} elements on device memory: {}", args.count,
+                  on_ipc ? "through IPC"
+                         : "staged (a rank is on host or unmappable memory, GPUs cannot reach each other, or a "
+                           "mapping failed)");
+    }
     if (on_ipc) return;
+    mappings.clear();
     for (int r = 0; r < nranks; ++r)
       if (r != rank && peers[r].memory != kHostMemory) addresses.recvs.push_back({r, &peers[r], sizeof(PeerBuffers)});
     if (mine.memory == kHostMemory) return;
@@ -177,15 +213,9 @@ struct DirectWork {
     return static_cast<uint8_t*>(mapping.get()) + (address - base);
   }
 
-  void own_block_on_device() {
-    if (check_peers) check_peers();
-    const size_t elem = datatype_size(args.dtype);
-    const size_t begin = ring::chunk_begin(args.count, nranks, rank),
-                 count = ring::chunk_size(args.count, nranks, rank);
-    if (count == 0) return;
-    const size_t at = begin * elem, bytes = count * elem;
-    std::vector<const uint8_t*> in(nranks);
-    std::vector<uint8_t*> out(nranks);
+  void map_peers() {
+    in.assign(nranks, nullptr);
+    out.assign(nranks, nullptr);
     for (int r = 0; r < nranks; ++r) {
       if (r == rank) {
         in[r] = static_cast<const uint8_t*>(args.sendbuf);
@@ -196,6 +226,15 @@ struct DirectWork {
       in[r] = peer_pointer(r, p.sendbuf, p.send_base, p.send_buffer_id, p.send_handle);
       out[r] = peer_pointer(r, p.recvbuf, p.recv_base, p.recv_buffer_id, p.recv_handle);
     }
+  }
+
+  void own_block_on_device() {
+    if (check_peers) check_peers();
+    const size_t elem = datatype_size(args.dtype);
+    const size_t begin = ring::chunk_begin(args.count, nranks, rank),
+                 count = ring::chunk_size(args.count, nranks, rank);
+    if (count == 0) return;
+    const size_t at = begin * elem, bytes = count * elem;
     DeviceRuntime& runtime = device->proxy().runtime();
     device->issue_work([&](DeviceStream stream) {
       uint8_t* result = out[rank] + at;
@@ -279,12 +318,11 @@ std::unique_ptr<Schedule> direct_schedule(const CollectiveArgs& a, const Schedul
   const size_t own_bytes = ring::chunk_size(a.count, ctx.nranks, ctx.rank) * datatype_size(a.dtype);
   w->segment = take_scratch(std::min(DirectWork::kSegmentBytes, own_bytes));
   s->hold(w);
-  s->round();
-  s->round();
-  s->round();
+  for (int i = 0; i < 4; ++i) s->round();
   Round& hello = s->rounds()[0];  // (round() may move earlier rounds: take the references after)
-  Round& addresses = s->rounds()[1];
-  Round& bye = s->rounds()[2];
+  Round& votes = s->rounds()[1];
+  Round& addresses = s->rounds()[2];
+  Round& bye = s->rounds()[3];
   for (int r = 0; r < ctx.nranks; ++r) {
     if (r == ctx.rank) continue;
     hello.recvs.push_back({r, &w->peers[r], sizeof(PeerBuffers)});
@@ -292,7 +330,8 @@ std::unique_ptr<Schedule> direct_schedule(const CollectiveArgs& a, const Schedul
     bye.recvs.push_back({r, &w->done_from[r], 1});
     bye.sends.push_back({r, &w->done, 1});
   }
-  hello.after.push_back(call_step([work = w.get(), &addresses] { work->decide(addresses); }));
+  hello.after.push_back(call_step([work = w.get(), &votes] { work->propose(votes); }));
+  votes.after.push_back(call_step([work = w.get(), &addresses] { work->decide(addresses); }));
   addresses.after.push_back(call_step([work = w.get()] { work->run_block(); }));
   if (device != nullptr) bye.ready = [work = w.get()] { return !work->on_ipc || work->device->work_done(); };
   return s;
@@ -309,8 +348,8 @@ std::unique_ptr<Operation> allreduce_direct_on_device(const CollectiveArgs& devi
                                       direct_schedule(device_args, ctx, &device, &staged_args));
 }
 
-// Hello and done rounds (the addresses round posts nothing on host memory); per segment one read and one write per
-// peer.
+// Hello and done rounds (the votes and addresses rounds post nothing on host memory); per segment one read and one
+// write per peer.
 double cost(const CostTerms& t) {
   const CostModel& c = t.model;
   const double segments = std::max(1.0, std::ceil(t.m / t.n / (256.0 * 1024)));

@@ -12,9 +12,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "base/error.h"
+#include "base/logging.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/device_runtime.h"
 
@@ -148,7 +150,11 @@ class CudaRuntime final : public DeviceRuntime {
   void prepare() override {
     if (driver_loaded() && cuda_device_count() > 0) {
       RelaxedCapture relaxed;
-      cuda::load_kernels();
+      int device = 0;
+      if (cudaGetDevice(&device) == cudaSuccess)
+        load_kernels_once(device);
+      else
+        cudaGetLastError();
     }
   }
 
@@ -232,6 +238,7 @@ class CudaRuntime final : public DeviceRuntime {
   DeviceStream create_stream(int device) override {
     RelaxedCapture relaxed;
     DeviceGuard on(device);
+    load_kernels_once(device);
     cudaStream_t stream;
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     return stream;
@@ -307,9 +314,14 @@ class CudaRuntime final : public DeviceRuntime {
     check(cudaIpcOpenMemHandle(&mapped, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
     return mapped;
   }
-  void close_ipc(void* mapped) override {
+  void close_ipc(void* mapped, int device) override {
     RelaxedCapture relaxed;
-    if (cudaIpcCloseMemHandle(mapped) != cudaSuccess) cudaGetLastError();
+    DeviceGuard on(device);
+    cudaError_t err = cudaIpcCloseMemHandle(mapped);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      BAGUA_WARN("cudaIpcCloseMemHandle: {}", cudaGetErrorString(err));
+    }
   }
   GpuId gpu_id(int device) override {
     RelaxedCapture relaxed;
@@ -392,6 +404,13 @@ class CudaRuntime final : public DeviceRuntime {
     event_streams_[device] = stream;
     return stream;
   }
+  // The kernels of the device path on `device` (its current context), loaded before any call uses its streams.
+  void load_kernels_once(int device) {
+    std::lock_guard<std::mutex> lock(loaded_mutex_);
+    if (loaded_.insert(device).second) cuda::load_kernels();
+  }
+  std::mutex loaded_mutex_;
+  std::set<int> loaded_;
   std::mutex ids_mutex_;
   std::map<int, GpuId> ids_;
   std::once_flag wait_once_;
