@@ -78,7 +78,7 @@ step() {
   step device:semantics 60 $RUN -n 2 $B/mp_device semantics
   step device:failure 60 env BAGUA_TIMEOUT=4 $RUN -n 3 $B/mp_device failure
   step device:abort 60 $RUN -n 2 $B/mp_device abort
-  step device:limit 60 env BAGUA_DEVICE_MEMORY_LIMIT=1048576 $RUN -n 2 $B/mp_device limit
+  step device:limit 60 env BAGUA_DEVICE_MEMORY_LIMIT=1048576 BAGUA_ALGO=allreduce:ring $RUN -n 2 $B/mp_device limit
   step device:threads 60 $B/mp_device threads
   step device:ipc 60 env BAGUA_IPC_CACHE_ENTRIES=2 $RUN -n 3 $B/mp_device ipc
   step device:scheduler 90 $RUN -n 2 $B/mp_scheduler device

@@ -228,23 +228,38 @@ struct StagedBuffers {
   void* recvbuf = nullptr;
 };
 
-StagedBuffers stage_buffers(Comm& comm, bagua_opkind_t kind, void* stream, int device, const void* sendbuf,
-                            size_t send_extent, void* recvbuf, size_t recv_extent, bool copy_recv_in) {
+// How a call's buffers sit in its staging: in place, the union of both; else the send buffer, then the receive one.
+struct StagingLayout {
+  const uint8_t* lo = nullptr;  // in place: the union's start, else nullptr
+  size_t send_slot = 0;
+  size_t bytes = 0;  // staging needed
+};
+
+StagingLayout staging_layout(const void* sendbuf, size_t se, const void* recvbuf, size_t re) {
+  const auto* send = static_cast<const uint8_t*>(sendbuf);
+  const auto* recv = static_cast<const uint8_t*>(recvbuf);
+  StagingLayout l;
+  if (overlap(send, se, recv, re)) {
+    l.lo = std::min(send, recv);
+    l.bytes = static_cast<size_t>(std::max(send + se, recv + re) - l.lo);
+    return l;
+  }
+  l.send_slot = (se + 255) & ~size_t{255};
+  l.bytes = l.send_slot + re;
+  return l;
+}
+
+// Registers the copies of a call's buffers on op's staging and returns the staged buffers.
+StagedBuffers lay_out_staging(DeviceOperation& op, const StagingLayout& l, const void* sendbuf, size_t se,
+                              void* recvbuf, size_t re, bool copy_recv_in) {
   const auto* send = static_cast<const uint8_t*>(sendbuf);
   auto* recv = static_cast<uint8_t*>(recvbuf);
-  const size_t se = send_extent, re = recv_extent;
-  const bool in_place = overlap(send, se, recv, re);
-  const uint8_t* lo = in_place ? std::min<const uint8_t*>(send, recv) : nullptr;
-  const size_t union_bytes = in_place ? static_cast<size_t>(std::max<const uint8_t*>(send + se, recv + re) - lo) : 0;
-  const size_t send_slot = (se + 255) & ~size_t{255};
-  StagedBuffers staged;
-  staged.op = prepare_device_operation(comm, kind, stream, device, in_place ? union_bytes : send_slot + re);
-  DeviceOperation& op = *staged.op;
   uint8_t* stage = op.staging();
-  if (in_place) {
-    staged.sendbuf = stage + (send - lo);
-    staged.recvbuf = stage + (recv - lo);
-    op.copy_in(stage, lo, union_bytes);
+  StagedBuffers staged;
+  if (l.lo != nullptr) {
+    staged.sendbuf = stage + (send - l.lo);
+    staged.recvbuf = stage + (recv - l.lo);
+    op.copy_in(stage, l.lo, l.bytes);
     op.copy_out(recv, staged.recvbuf, re);
     return staged;
   }
@@ -253,11 +268,47 @@ StagedBuffers stage_buffers(Comm& comm, bagua_opkind_t kind, void* stream, int d
     op.copy_in(stage, send, se);
   }
   if (re) {
-    staged.recvbuf = stage + send_slot;
+    staged.recvbuf = stage + l.send_slot;
     if (copy_recv_in) op.copy_in(staged.recvbuf, recv, re);
     op.copy_out(recv, staged.recvbuf, re);
   }
   return staged;
+}
+
+StagedBuffers stage_buffers(Comm& comm, bagua_opkind_t kind, void* stream, int device, const void* sendbuf,
+                            size_t send_extent, void* recvbuf, size_t recv_extent, bool copy_recv_in) {
+  const StagingLayout layout = staging_layout(sendbuf, send_extent, recvbuf, recv_extent);
+  std::unique_ptr<DeviceOperation> op = prepare_device_operation(comm, kind, stream, device, layout.bytes);
+  StagedBuffers staged = lay_out_staging(*op, layout, sendbuf, send_extent, recvbuf, recv_extent, copy_recv_in);
+  staged.op = std::move(op);
+  return staged;
+}
+
+// A call that an in-host device algorithm runs (AlgorithmEntry::build_on_device): staging is leased and laid out
+// only if the ranks decide to stage; its size is checked against the limit now.
+std::unique_ptr<Operation> make_device_collective_in_host(Comm& comm, const CollectiveArgs& args, Algorithm algorithm,
+                                                          const char* suffix) {
+  DeviceProxy& proxy = comm.device_proxy();
+  proxy.check_stream(args.stream);
+  const StagingLayout layout = staging_layout(args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent);
+  proxy.check_staging_limit(layout.bytes);
+  auto op =
+      std::make_unique<DeviceOperation>(opkind_of(args.collective), proxy, args.stream, args.device, StagingLease());
+  op->set_algorithm(collective_name(args.collective), algorithm->name);
+  op->defer_staging(layout.bytes, [layout, args](DeviceOperation& self) {
+    StagedBuffers staged =
+        lay_out_staging(self, layout, args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent, false);
+    self.set_staged_buffers(staged.sendbuf, staged.recvbuf);
+  });
+  // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
+  ScheduleContext ctx = collective_context(comm, args, algorithm);
+  std::string description = fmt::format("{} #{} ({} x {}, {}, device{})", collective_name(args.collective),
+                                        ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
+  DeviceOperation* device = op.get();
+  op->set_host_operation([algorithm, args, ctx, description,
+                          device] { return algorithm->build_on_device(args, *device, ctx, description); },
+                         description);
+  return op;
 }
 
 // The collective on staging memory.
@@ -283,14 +334,6 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
     const size_t n = static_cast<size_t>(comm.size());
     for (const size_t* array : {args.sendcounts, args.sdispls, args.recvcounts, args.rdispls})
       counts.insert(counts.end(), array, array + n);
-  }
-  if (algorithm->build_on_device != nullptr && comm.nhosts() <= 1 && comm.size() > 1) {
-    DeviceOperation* device = op.get();
-    op->defer_staging();
-    op->set_host_operation([algorithm, args, host, ctx, description,
-                            device] { return algorithm->build_on_device(args, host, *device, ctx, description); },
-                           description);
-    return op;
   }
   op->set_host_operation(
       [algorithm, host, ctx, description, counts = std::move(counts)]() mutable {
@@ -325,7 +368,11 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
                 n, comm.nhosts(), algorithm->name,
                 args.algorithm ? std::string("the caller's choice")
                                : selector_of(comm).explain(args.collective, args.message_bytes(n), n, comm.hosts()));
-  if (args.on_device) return make_device_collective(comm, args, algorithm, suffix);
+  if (args.on_device) {
+    if (algorithm->build_on_device != nullptr && comm.nhosts() <= 1 && n > 1)
+      return make_device_collective_in_host(comm, args, algorithm, suffix);
+    return make_device_collective(comm, args, algorithm, suffix);
+  }
   ScheduleContext ctx = collective_context(comm, args, algorithm);
   // The sequence number (and a shared-memory turn) is taken: a failure from here on (out of memory) leaves this
   // rank out of step with its peers and the turn never passed on, so it fails the communicator.

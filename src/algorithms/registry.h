@@ -30,12 +30,11 @@ struct AlgorithmEntry {
   bool needs_cross_memory = false;
   // Uses the communicator's shared segments: the dispatcher gives each call its turn (ScheduleContext).
   bool uses_shared_segments = false;
-  // For a call on device memory within one host: the operation that works on the device buffers (device_args)
-  // itself, and uses the staging that `device` holds (staged_args, on it) only when the ranks find they must.
-  // nullptr: the dispatcher stages the call and runs `build` on the staging memory.
-  std::unique_ptr<Operation> (*build_on_device)(const CollectiveArgs& device_args, const CollectiveArgs& staged_args,
-                                                DeviceOperation& device, const ScheduleContext& ctx,
-                                                std::string description) = nullptr;
+  // For a call on device memory within one host: the operation that works on the device buffers itself, and
+  // takes staging from `device` (DeviceOperation::take_staging) only when the ranks find they must. nullptr: the
+  // dispatcher stages the call and runs `build` on the staging memory.
+  std::unique_ptr<Operation> (*build_on_device)(const CollectiveArgs& args, DeviceOperation& device,
+                                                const ScheduleContext& ctx, std::string description) = nullptr;
 };
 
 // A row of the registry; never null once chosen.

@@ -193,6 +193,32 @@ void DeviceOperation::issue(const std::function<void(DeviceStream)>& launch) {
 
 IpcCache& DeviceOperation::ipc_cache() { return proxy_.ipc_cache(); }
 
+void DeviceOperation::defer_staging(size_t bytes, std::function<void(DeviceOperation&)> lay_out) {
+  deferred_ = true;
+  deferred_bytes_ = bytes;
+  lay_out_ = std::move(lay_out);
+}
+
+bool DeviceOperation::take_staging() {
+  if (staging_.data() != nullptr || !lay_out_) return true;
+  const auto now = std::chrono::steady_clock::now();
+  if (staging_wait_since_ == std::chrono::steady_clock::time_point{}) staging_wait_since_ = now;
+  StagingLease lease = proxy_.lease(deferred_bytes_, false);
+  if (lease.data() == nullptr) {
+    if (now - staging_wait_since_ > std::chrono::milliseconds(proxy_.comm().config().timeout_ms))
+      bagua::fail(
+          BAGUA_ERR_TIMEOUT,
+          "{}: waited {:.1f} s for {} bytes of staging memory (BAGUA_DEVICE_MEMORY_LIMIT = {} bytes is held by calls "
+          "in flight)",
+          description(), proxy_.comm().config().timeout_ms / 1000.0, deferred_bytes_,
+          proxy_.comm().config().device_memory_limit);
+    return false;
+  }
+  staging_ = std::move(lease);
+  lay_out_(*this);
+  return true;
+}
+
 void DeviceOperation::advance(Transport& transport) {
   switch (phase_) {
     case Phase::kWaitInput:
@@ -290,13 +316,19 @@ void DeviceProxy::check_stream(DeviceStream stream) const {
   check.take(runtime_, comm_.id(), comm_.rank(), stream, false);
 }
 
-StagingLease DeviceProxy::lease(size_t bytes) {
+size_t DeviceProxy::check_staging_limit(size_t bytes) const {
   bytes = std::max<size_t>((bytes + 255) & ~size_t{255}, 256);
   const size_t limit = comm_.config().device_memory_limit;
   if (bytes > limit)
     fail(BAGUA_ERR_SYSTEM,
          "a device call needs {} bytes of staging memory, more than BAGUA_DEVICE_MEMORY_LIMIT ({} bytes) allows", bytes,
          limit);
+  return bytes;
+}
+
+StagingLease DeviceProxy::lease(size_t bytes, bool wait) {
+  bytes = check_staging_limit(bytes);
+  const size_t limit = comm_.config().device_memory_limit;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -342,6 +374,7 @@ StagingLease DeviceProxy::lease(size_t bytes) {
       lock.lock();
       continue;
     }
+    if (!wait) return StagingLease();
     if (submitted_bytes_ == 0 && !idle_blocks)
       fail(BAGUA_ERR_SYSTEM,
            "a device call needs {} bytes of staging memory, but calls not yet enqueued (in an open group) hold {} "

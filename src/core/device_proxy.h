@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -103,10 +104,19 @@ class DeviceOperation final : public Operation {
   void set_host_operation(std::function<std::unique_ptr<Operation>()> build, std::string description);
 
   // An in-host device algorithm (algorithms/allreduce/direct.cc) decides at run time whether to stage: the host
-  // operation is then built as soon as the input is ready, and the copies run only when it asks.
-  void defer_staging() { deferred_ = true; }
-  // For that host operation, on the proxy thread: copy the input in now (staged_in() tells when it is there) and
+  // operation is then built as soon as the input is ready, and staging is leased, laid out (lay_out registers the
+  // copies and staged buffers on staging()) and copied only when it asks.
+  void defer_staging(size_t bytes, std::function<void(DeviceOperation&)> lay_out);
+  // For that host operation, on the proxy thread: lease and lay out the staging without waiting; false: not yet,
+  // ask again (throws TIMEOUT after BAGUA_TIMEOUT). Then copy the input in (staged_in() tells when it is there) and
   // the output back at the end.
+  bool take_staging();
+  void set_staged_buffers(const void* send, void* recv) {
+    staged_send_ = send;
+    staged_recv_ = recv;
+  }
+  const void* staged_send() const { return staged_send_; }
+  void* staged_recv() const { return staged_recv_; }
   void stage_in() {
     issue([this](DeviceStream s) { copy_all(copies_in_, s); });
   }
@@ -154,6 +164,11 @@ class DeviceOperation final : public Operation {
   Phase phase_ = Phase::kWaitInput;
   bool deferred_ = false;
   bool copy_out_wanted_ = false;
+  size_t deferred_bytes_ = 0;
+  std::function<void(DeviceOperation&)> lay_out_;
+  std::chrono::steady_clock::time_point staging_wait_since_{};
+  const void* staged_send_ = nullptr;
+  void* staged_recv_ = nullptr;
   uint64_t host_events_ = 0, host_bytes_ = 0;
 };
 
@@ -176,8 +191,16 @@ class DeviceProxy {
   // Refuses a stream that is being captured, or that another rank of this communicator in this process has work
   // on (thread ranks need a stream each). No side effect.
   void check_stream(DeviceStream stream) const;
-  // A staging block of `bytes`; waits for submitted operations to return theirs, up to the timeout.
-  StagingLease lease(size_t bytes);
+  // A staging block of `bytes`; waits for submitted operations to return theirs, up to the timeout. wait = false
+  // (the proxy thread): an empty lease instead of waiting.
+  StagingLease lease(size_t bytes, bool wait = true);
+  // Throws when `bytes` of staging exceed BAGUA_DEVICE_MEMORY_LIMIT; else the size a lease of it takes.
+  size_t check_staging_limit(size_t bytes) const;
+  // Staging memory allocated now, free or leased (for tests).
+  size_t pool_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pool_bytes_;
+  }
   // Parks the stream's later work on a fresh gate.
   std::shared_ptr<StreamGate> park(DeviceStream stream);
   // The library's copy stream on `device`.

@@ -8,7 +8,7 @@
 //   abort      abort from another thread while device work is enqueued that cannot finish
 //   turn       a device alltoall waiting for its turn behind one whose stream is slow is not timed out
 //   limit      a call larger than BAGUA_DEVICE_MEMORY_LIMIT is a clear error with no side effect; a group that
-//              fits once idle staging is freed runs
+//              fits once idle staging is freed runs (run with BAGUA_ALGO=allreduce:ring, which always stages)
 //   relaxations  the quantized allreduce (fp32 and fp16, in and out of place, error feedback over several calls
 //              queued on one stream without a synchronize), the neighbor allreduce and low-precision
 //              decentralized SGD on device memory give bit for bit what the same calls give on host memory;
@@ -437,6 +437,9 @@ int ipc(bagua_comm_t comm, bool expect_staged) {
   }
   exact_allreduce(comm, stream, a, &b, 3);
   went(1, !expect_staged);
+  // Calls through IPC take no staging memory (it is leased only when the ranks stage).
+  const size_t pool = comm->impl->device_proxy().pool_bytes();
+  MP_CHECK(expect_staged ? pool > 0 : pool == 0);
   // One rank on memory that peers cannot map (as cudaMallocAsync's; tests/cuda has the real one): every rank
   // stages, still exact.
   if (StandinControl* standin = standin_control()) {

@@ -114,7 +114,7 @@ struct DirectWork {
 
   // Device calls: the device operation, the call on its staging memory, and what the ranks decided.
   DeviceOperation* device = nullptr;
-  CollectiveArgs staged;
+  bool staging_asked = false;
   bool on_ipc = false;
   uint8_t mapped_ok = 1;
   std::vector<uint8_t> voted;                   // [r]: whether rank r mapped its peers (round 1)
@@ -185,16 +185,23 @@ struct DirectWork {
     for (int r = 0; r < nranks; ++r)
       if (r != rank && peers[r].memory != kHostMemory) addresses.recvs.push_back({r, &peers[r], sizeof(PeerBuffers)});
     if (mine.memory == kHostMemory) return;
-    device->stage_in();
-    device->stage_out_at_end();
-    args.sendbuf = staged.sendbuf;
-    args.recvbuf = staged.recvbuf;
-    mine.sendbuf = reinterpret_cast<uintptr_t>(staged.sendbuf);
-    mine.recvbuf = reinterpret_cast<uintptr_t>(staged.recvbuf);
-    mine.memory = kHostMemory;
     for (int r = 0; r < nranks; ++r)
       if (r != rank) addresses.sends.push_back({r, &mine, sizeof(PeerBuffers)});
-    addresses.ready = [op = device] { return op->staged_in(); };
+    // The staging addresses go out once the input is staged (the staging is leased now, without waiting).
+    addresses.ready = [this] {
+      if (!staging_asked) {
+        if (!device->take_staging()) return false;
+        staging_asked = true;
+        args.sendbuf = device->staged_send();
+        args.recvbuf = device->staged_recv();
+        mine.sendbuf = reinterpret_cast<uintptr_t>(args.sendbuf);
+        mine.recvbuf = reinterpret_cast<uintptr_t>(args.recvbuf);
+        mine.memory = kHostMemory;
+        device->stage_in();
+        device->stage_out_at_end();
+      }
+      return device->staged_in();
+    };
   }
 
   void run_block() {
@@ -287,9 +294,9 @@ struct DirectWork {
   }
 };
 
-// device: the device operation of a call on device memory (a holds the device buffers, staged the staging ones).
+// device: the device operation of a call on device memory (a holds the device buffers).
 std::unique_ptr<Schedule> direct_schedule(const CollectiveArgs& a, const ScheduleContext& ctx,
-                                          DeviceOperation* device = nullptr, const CollectiveArgs* staged = nullptr) {
+                                          DeviceOperation* device = nullptr) {
   auto s = std::make_unique<Schedule>(ctx);
   if (ctx.nranks == 1) {
     s->prologue().push_back(copy_step(a.recvbuf, a.sendbuf, a.count * datatype_size(a.dtype)));
@@ -309,7 +316,6 @@ std::unique_ptr<Schedule> direct_schedule(const CollectiveArgs& a, const Schedul
   w->mine.op = static_cast<uint32_t>(a.op);
   if (device != nullptr) {
     w->device = device;
-    w->staged = *staged;
     describe_device_buffers(device->proxy().runtime(), a, &w->mine);
   }
   w->check_peers = ctx.check_peers;
@@ -341,11 +347,10 @@ std::unique_ptr<Schedule> allreduce_direct(const CollectiveArgs& a, const Schedu
   return direct_schedule(a, ctx);
 }
 
-std::unique_ptr<Operation> allreduce_direct_on_device(const CollectiveArgs& device_args,
-                                                      const CollectiveArgs& staged_args, DeviceOperation& device,
+std::unique_ptr<Operation> allreduce_direct_on_device(const CollectiveArgs& args, DeviceOperation& device,
                                                       const ScheduleContext& ctx, std::string description) {
   return std::make_unique<ScheduleOp>(BAGUA_OPKIND_ALLREDUCE, std::move(description),
-                                      direct_schedule(device_args, ctx, &device, &staged_args));
+                                      direct_schedule(args, ctx, &device));
 }
 
 // Hello and done rounds (the votes and addresses rounds post nothing on host memory); per segment one read and one
