@@ -382,12 +382,15 @@ BAGUA_API bagua_status_t bagua_lpdec_destroy(bagua_lpdec_t lpdec);
 typedef struct bagua_async_average* bagua_async_average_t;
 BAGUA_API bagua_status_t bagua_async_average_start(bagua_comm_t comm, void* buf, size_t count, bagua_datatype_t dtype,
                                                    int interval_ms, bagua_async_average_t* handle);
-/* Guard the caller's updates of buf (and its reads that must not tear) against the background thread's.
+/* interval_ms must be below the communicator's timeout. Guard the caller's updates of buf (and its reads that must
+ * not tear) against the background thread's, holding the lock for less than the timeout (the peers' rounds wait).
  * Unlock from a thread that does not hold the lock, or stop while holding it: BAGUA_ERR_INVALID_USAGE. */
 BAGUA_API bagua_status_t bagua_async_average_lock(bagua_async_average_t handle);
 BAGUA_API bagua_status_t bagua_async_average_unlock(bagua_async_average_t handle);
 BAGUA_API bagua_status_t bagua_async_average_stats(bagua_async_average_t handle, uint64_t* rounds);
-/* Ends averaging on all ranks by agreement (ranks may call it at different times) and frees the handle. */
+/* Ends averaging on all ranks by agreement (ranks may call it at different times) and frees the handle, also when
+ * it returns the averaging thread's failure. Only when the calling thread holds the lock is it refused
+ * (BAGUA_ERR_INVALID_USAGE) with the handle kept. It does not use comm, which may be destroyed before. */
 BAGUA_API bagua_status_t bagua_async_average_stop(bagua_async_average_t handle);
 
 /* ---- bucket scheduler (docs/scheduler.md) ----

@@ -175,3 +175,17 @@ def cuda_stream(buf, stream):
 
         return torch.cuda.current_stream(buf.device).cuda_stream
     return None
+
+
+def order_after_current_stream(bufs):
+    """Non-blocking calls on CUDA tensors read their input after the legacy default stream's earlier work (the C
+    API): make that stream wait for torch's current stream too, where the input may still be being written."""
+    for buf in bufs:
+        if buf is not None and buf.is_cuda and buf.device is not None:
+            import torch
+
+            current = torch.cuda.current_stream(buf.device)
+            default = torch.cuda.default_stream(buf.device)
+            if current != default:
+                default.wait_stream(current)
+            return

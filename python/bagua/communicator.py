@@ -12,7 +12,7 @@ import threading
 import weakref
 
 from . import _buffers
-from ._buffers import as_buffer, same_kind
+from ._buffers import as_buffer, order_after_current_stream, same_kind
 from ._library import CONFIG_MAGIC, CONFIG_UNDEF_INT, VERSION_CODE, Config, Stats, UniqueId, c_handle, call, lib
 from .errors import InvalidArgumentError, InvalidUsageError, error_for
 
@@ -139,6 +139,7 @@ def _collective(prepare):
 
     def nonblocking(self, *args, **kwargs):
         c_args, bufs, result = prepare(self, *args, **kwargs)
+        order_after_current_stream(bufs)
         handle = c_handle()
         call("i" + name, *c_args, self._h(), ctypes.byref(handle))
         return Request(self, handle, bufs, result)

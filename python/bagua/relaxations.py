@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import dataclasses
 import enum
+import threading
 
 from ._buffers import DataType, as_buffer
 from ._library import COMPRESSION_MAGIC, VERSION_CODE, c_handle, call
@@ -211,6 +212,7 @@ class AsyncAverage:
         self.comm = comm
         self._buf = as_buffer(buf, "buf", True)  # referenced until stop
         self._handle = c_handle()
+        self._holder = None  # the thread that holds the lock
         call("async_average_start", comm._h(), self._buf.ptr, self._buf.count, int(self._buf.dtype),
              int(interval_ms), ctypes.byref(self._handle))
         comm._active.add(self)
@@ -222,9 +224,18 @@ class AsyncAverage:
 
     def lock(self):
         call("async_average_lock", self._h())
+        self._holder = threading.get_ident()
 
     def unlock(self):
-        call("async_average_unlock", self._h())
+        h = self._h()
+        if self._buf.is_cuda:  # the averaging thread reads buf once unlocked: the caller's stream work must be done
+            import torch
+
+            torch.cuda.current_stream(self._buf.device).synchronize()
+        try:
+            call("async_average_unlock", h)
+        finally:  # unlocked now, or refused because this thread did not hold the lock
+            self._holder = None
 
     @contextlib.contextmanager
     def locked(self):
@@ -241,9 +252,15 @@ class AsyncAverage:
         return value.value
 
     def stop(self):
-        """Collective by agreement: ends averaging on every rank and frees the handle."""
-        if self._handle is not None:
-            call("async_average_stop", self._handle)  # refused while locked: the thread still runs then
+        """Collective by agreement: ends averaging on every rank and frees the handle (also when it raises because
+        the averaging thread failed). Refused while this thread holds the lock; the handle stays valid then."""
+        if self._handle is None:
+            return
+        if self._holder == threading.get_ident():
+            raise InvalidUsageError("stop while holding the averaging lock would wait forever: unlock first")
+        try:
+            call("async_average_stop", self._handle)
+        finally:
             self._handle = None
             self._buf = None
             self.comm._active.discard(self)

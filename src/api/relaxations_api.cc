@@ -25,7 +25,6 @@ struct bagua_lpdec {
 };
 
 struct bagua_async_average {
-  bagua_comm* parent = nullptr;
   std::unique_ptr<bagua::AsyncAverager> impl;
 };
 
@@ -224,9 +223,13 @@ bagua_status_t bagua_async_average_start(bagua_comm_t comm, void* buf, size_t co
     check_gossip_dtype(dtype);
     const int device = device_of(buf, checked_bytes(count, dtype, "count"), "buf");
     if (interval_ms < 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "interval_ms {} is negative", interval_ms);
+    // A round waits for the peers' threads, which sleep up to interval_ms between rounds (also after a stop).
+    if (interval_ms >= c.config().timeout_ms)
+      fail(BAGUA_ERR_INVALID_ARGUMENT,
+           "interval_ms {} is not below BAGUA_TIMEOUT ({} ms): the peers' rounds would time out waiting", interval_ms,
+           c.config().timeout_ms);
     std::unique_ptr<Comm> own = c.split(0, c.rank());  // collective on comm
     auto made = std::make_unique<bagua_async_average>();
-    made->parent = comm;
     made->impl = std::make_unique<AsyncAverager>(std::move(own), buf, count, dtype, interval_ms, device);
     *handle = made.release();
   });
@@ -255,8 +258,8 @@ bagua_status_t bagua_async_average_stats(bagua_async_average_t handle, uint64_t*
 }
 
 bagua_status_t bagua_async_average_stop(bagua_async_average_t handle) {
-  bagua_comm* parent = handle ? handle->parent : nullptr;
-  return guarded(parent, "bagua_async_average_stop", [&]() -> bagua_status_t {
+  // Not the parent communicator: it may be destroyed already (the averager runs on a communicator of its own).
+  return guarded(nullptr, "bagua_async_average_stop", [&]() -> bagua_status_t {
     require_pointer(handle, "handle");
     std::string message;
     bagua_status_t status = handle->impl->stop(&message);  // refused (handle kept) while the caller holds the lock

@@ -391,6 +391,16 @@ void check_async(bagua_comm_t comm) {
     MP_OK(bagua_async_average_stop(handle));
     MP_CHECK(bagua_async_average_start(comm, buf.data(), buf.size(), BAGUA_INT32, 0, &handle) ==
              BAGUA_ERR_INVALID_ARGUMENT);
+    // An interval the peers' rounds could not wait for (not below the timeout) is refused before the split.
+    MP_CHECK(bagua_async_average_start(comm, buf.data(), buf.size(), BAGUA_FLOAT32, 1 << 30, &handle) ==
+             BAGUA_ERR_INVALID_ARGUMENT);
+    MP_CHECK(std::strstr(bagua_get_last_error(comm), "BAGUA_TIMEOUT") != nullptr);
+    // stop does not use the communicator the averaging started from, which may be destroyed first.
+    bagua_comm_t parent = nullptr;
+    MP_OK(bagua_comm_split(comm, 0, g_rank, &parent));
+    MP_OK(bagua_async_average_start(parent, buf.data(), buf.size(), BAGUA_FLOAT32, 0, &handle));
+    MP_OK(bagua_comm_destroy(parent));
+    MP_OK(bagua_async_average_stop(handle));
   }
   // 50 runs, each rank stopping after its own random delay (seeded): every run ends.
   std::mt19937 rng(4242 + g_rank);

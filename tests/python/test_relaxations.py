@@ -147,3 +147,17 @@ def test_async_average_reaches_the_mean(comm):
     assert (snapshot - mean).abs().max().item() <= 1e-6
     with pytest.raises(bagua.InvalidUsageError):
         avg.rounds
+
+
+def test_async_average_stop_while_locked_keeps_the_handle(comm):
+    buf = np.full(64, float(comm.rank), np.float32)
+    avg = bagua.AsyncAverage(comm, buf, interval_ms=1)
+    avg.lock()
+    with pytest.raises(bagua.InvalidUsageError, match="unlock first"):
+        avg.stop()
+    assert avg.rounds >= 0  # still valid
+    avg.unlock()
+    avg.stop()
+    avg.stop()  # a second stop does nothing
+    with pytest.raises(bagua.InvalidUsageError):
+        avg.unlock()
