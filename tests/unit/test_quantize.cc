@@ -111,6 +111,16 @@ TEST_CASE("byte layout: f32 min and max, then codes LSB-first, 4-byte aligned bl
   CHECK(minmax_compressed_bytes(257, f) == 8 + 64 + 8 + 4);  // a 1-element tail block, padded to 4 bytes
 }
 
+TEST_CASE("a chunk whose range overflows float gets code 0 everywhere (no float-to-int of NaN)", "[quantize]") {
+  MinMaxFormat f{8, 256};
+  std::vector<float> x(256, 0.0f);
+  x[0] = -3e38f;
+  x[1] = 3e38f;  // max - min is infinite: step 0, and (x - min) * 0 is NaN for x[1]
+  std::vector<uint8_t> q(minmax_compressed_bytes(x.size(), f));
+  minmax_compress(x.data(), BAGUA_FLOAT32, x.size(), f, RoundingKey{}, q.data());
+  for (size_t i = 8; i < q.size(); ++i) REQUIRE(q[i] == 0);
+}
+
 TEST_CASE("non-finite input poisons its chunk and only its chunk", "[quantize]") {
   MinMaxFormat f{8, 256};
   std::vector<float> x = random_vector(512, 1.0f, 9);

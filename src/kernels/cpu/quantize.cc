@@ -133,12 +133,13 @@ BAGUA_ISA_CLONES void quantize_values(const float* v, size_t len, Grid g, int bi
       codes[i] = static_cast<uint32_t>(stochastic_code((v[i] - g.min) * g.inv_step, draws[i], top_code));
     return;
   }
-  // t >= 0 (v >= the chunk's min, inv_step >= 0) and below 2^31, so the codes fit in int32.
+  // t >= 0 (v >= the chunk's min, inv_step >= 0) and below 2^31, so the codes fit in int32; except NaN, when the
+  // chunk's range overflows float (inv_step 0, v - min infinite): code 0, as on CUDA (cuda/quantize.cu).
   const float top = static_cast<float>(top_code);
   for (size_t i = 0; i < len; ++i) {
     float t = (v[i] - g.min) * g.inv_step;
     float r = std::rint(t);  // default rounding mode: ties to even
-    r = r < 0.0f ? 0.0f : (r > top ? top : r);
+    r = r >= 0.0f ? (r > top ? top : r) : 0.0f;
     codes[i] = static_cast<uint32_t>(static_cast<int32_t>(r));
   }
 }

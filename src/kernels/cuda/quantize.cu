@@ -103,7 +103,7 @@ __global__ void compress_kernel(const void* x, bagua_datatype_t dtype, float* er
         continue;
       }
       float r = rintf(t);
-      r = r < 0.0f ? 0.0f : (r > top ? top : r);
+      r = r >= 0.0f ? (r > top ? top : r) : 0.0f;  // NaN (an overflowing range): code 0, as on the CPU
       packed |= static_cast<uint32_t>(r) << (k * bits);
     }
     block[kHeaderBytes + byte] = static_cast<uint8_t>(packed);
