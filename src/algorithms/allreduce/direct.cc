@@ -94,6 +94,13 @@ void describe_device_buffers(DeviceRuntime& runtime, const CollectiveArgs& a, Pe
   mine->memory = kDeviceMappable;
 }
 
+// Peers that are threads of this process read and write each other's device buffers on the strength of messages
+// that pass through UCX's shared memory, which the C++ memory model (and ThreadSanitizer) does not count as
+// synchronization. An acquire-release step on one process-wide word after each such message arrives and before
+// each is sent makes the order explicit.
+std::atomic<uint64_t> g_peer_order{0};
+void order_with_peers() { g_peer_order.fetch_add(1, std::memory_order_acq_rel); }
+
 bool reaches(const PeerBuffers& from, const GpuId& gpu) {
   for (uint32_t i = 0; i < std::min(from.reachable_count, kMostReachableGpus); ++i)
     if (from.reachable[i] == gpu) return true;
@@ -140,6 +147,7 @@ struct DirectWork {
   // rank's GPU can reach every other's, and ranks of one process share their GPU (they use each other's pointers,
   // without peer access). Then each rank maps its peers' buffers and votes in round 1 whether that worked.
   void propose(Round& votes) {
+    if (device != nullptr) order_with_peers();
     check_agreement();
     peers[rank] = mine;
     on_ipc = true;
@@ -317,6 +325,7 @@ std::unique_ptr<Schedule> direct_schedule(const CollectiveArgs& a, const Schedul
   if (device != nullptr) {
     w->device = device;
     describe_device_buffers(device->proxy().runtime(), a, &w->mine);
+    order_with_peers();  // the input is ready (the operation is built after it): peers may read it from now on
   }
   w->check_peers = ctx.check_peers;
   w->peers.resize(ctx.nranks);
@@ -339,7 +348,14 @@ std::unique_ptr<Schedule> direct_schedule(const CollectiveArgs& a, const Schedul
   hello.after.push_back(call_step([work = w.get(), &votes] { work->propose(votes); }));
   votes.after.push_back(call_step([work = w.get(), &addresses] { work->decide(addresses); }));
   addresses.after.push_back(call_step([work = w.get()] { work->run_block(); }));
-  if (device != nullptr) bye.ready = [work = w.get()] { return !work->on_ipc || work->device->work_done(); };
+  if (device != nullptr) {
+    bye.ready = [work = w.get()] {
+      if (work->on_ipc && !work->device->work_done()) return false;
+      order_with_peers();  // this rank's reads and writes of peers' buffers are done
+      return true;
+    };
+    bye.after.push_back(call_step([] { order_with_peers(); }));  // and so are the peers' of this rank's
+  }
   return s;
 }
 
