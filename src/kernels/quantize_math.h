@@ -13,6 +13,10 @@ namespace bagua {
 // x86 keeps an operand's bits: every kernel output that arithmetic can make NaN goes through this.
 BAGUA_HD inline float canonical_float(float x) { return x != x ? bits_float(0x7fc00000u) : x; }
 
+// An error-feedback residual as stored: a non-finite one (the input held Inf or NaN, or its difference overflowed)
+// becomes 0, so one bad step (an fp16 overflow under a loss scaler) does not poison every later call.
+BAGUA_HD inline float feedback_residual(float x) { return x - x == 0.0f ? x : 0.0f; }
+
 // A chunk's min and max are written with +0 for either zero: reductions in different orders (lanes, threads) may
 // keep either sign when both occur, and the grid does not depend on it.
 BAGUA_HD inline float unsigned_zero(float x) { return x == 0.0f ? 0.0f : x; }

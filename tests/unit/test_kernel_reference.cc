@@ -22,6 +22,8 @@ using namespace bagua;
 namespace {
 
 float canonical(float x) { return x != x ? bits_float(0x7fc00000u) : x; }
+// An error-feedback residual as kept: Inf or NaN becomes 0 (docs/formats.md).
+float kept_residual(float x) { return std::isfinite(x) ? x : 0.0f; }
 
 void put_f32(std::vector<uint8_t>& out, float f) {
   uint32_t u = float_bits(f);
@@ -29,7 +31,7 @@ void put_f32(std::vector<uint8_t>& out, float f) {
 }
 
 // minmax v1: per chunk f32 min, f32 max, then codes LSB-first padded to 4 bytes. A chunk with a NaN or Inf has
-// min = max = NaN and zero codes. With error: t = x + e, e = canonical(t - (min + code * step)).
+// min = max = NaN and zero codes. With error: t = x + e, e = kept_residual(t - (min + code * step)).
 std::vector<uint8_t> ref_minmax(const std::vector<float>& x, std::vector<float>* error, int bits, size_t chunk,
                                 const RoundingKey& key) {
   std::vector<uint8_t> out;
@@ -78,7 +80,7 @@ std::vector<uint8_t> ref_minmax(const std::vector<float>& x, std::vector<float>*
     out.insert(out.end(), block.begin(), block.end());
     if (error)
       for (size_t i = 0; i < len; ++i)
-        (*error)[begin + i] = canonical(t[i] - (finite ? lo + static_cast<float>(codes[i]) * step : lo));
+        (*error)[begin + i] = kept_residual(t[i] - (finite ? lo + static_cast<float>(codes[i]) * step : lo));
   }
   return out;
 }
@@ -109,7 +111,7 @@ void ref_minmax_decode(const std::vector<uint8_t>& in, size_t count, int bits, s
 }
 
 // sign v1: per chunk f32 scale = sqrt(sum (x+e)^2 / d), the sum in fp64 with element i in lane i mod 8, then
-// bits LSB-first (1 for !(t < 0)) padded to 4 bytes. e = canonical(t - (+-scale)).
+// bits LSB-first (1 for !(t < 0)) padded to 4 bytes. e = kept_residual(t - (+-scale)).
 std::vector<uint8_t> ref_sign(const std::vector<float>& x, std::vector<float>* error, size_t chunk) {
   std::vector<uint8_t> out;
   for (size_t begin = 0; begin < x.size(); begin += chunk) {
@@ -128,7 +130,7 @@ std::vector<uint8_t> ref_sign(const std::vector<float>& x, std::vector<float>* e
       float t = x[begin + i] + (error ? (*error)[begin + i] : 0.0f);
       bool positive = !(t < 0.0f);
       block[i / 8] |= static_cast<uint8_t>(static_cast<unsigned>(positive) << (i % 8));
-      if (error) (*error)[begin + i] = canonical(t - (positive ? scale : -scale));
+      if (error) (*error)[begin + i] = kept_residual(t - (positive ? scale : -scale));
     }
     out.insert(out.end(), block.begin(), block.end());
   }

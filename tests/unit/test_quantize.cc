@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "algorithms/quantized/codec.h"
 #include "base/error.h"
 #include "kernels/half.h"
 #include "kernels/kernels.h"
@@ -397,4 +398,53 @@ TEST_CASE("the memory-type dispatcher runs the CPU kernels on host memory", "[qu
   kernels::reduce_from(s1.data(), s1.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM, nullptr);
   reduce_from(s2.data(), s2.data(), x.data(), x.size(), BAGUA_FLOAT32, BAGUA_SUM);
   CHECK(s1 == s2);
+}
+
+// Oracle: docs/formats.md, error feedback. A residual that would be Inf or NaN is stored as 0, so after one step
+// with non-finite input (an fp16 overflow under a loss scaler) the next steps are finite again. Runs on each CPU
+// variant through ctest's canonical_nan_<level> (BAGUA_CPU_KERNELS).
+TEST_CASE("error feedback forgets a non-finite residual and recovers", "[quantize][canonical_nan]") {
+  const size_t n = 4096;  // 16 chunks of 256: the vector loops and the scalar tail both run
+  for (int which = 0; which < 3; ++which) {
+    std::vector<float> x = random_vector(n, 1.0f, 77), error(n, 0.0f), y(n);
+    x[3] = std::numeric_limits<float>::infinity();     // poisons chunk 0
+    x[300] = std::numeric_limits<float>::quiet_NaN();  // poisons chunk 1
+    x[600] = 3e38f, x[601] = -3e38f;                   // chunk 2: x - min overflows
+    if (which == 0) {
+      MinMaxFormat f{8, 256};
+      std::vector<uint8_t> q(minmax_compressed_bytes(n, f));
+      minmax_compress_ef(x.data(), BAGUA_FLOAT32, n, error.data(), f, RoundingKey{}, q.data());
+      for (float e : error) REQUIRE(std::isfinite(e));
+      for (size_t i = 0; i < 512; ++i) REQUIRE(error[i] == 0.0f);  // the poisoned chunks owe nothing
+      std::vector<float> next = random_vector(n, 1.0f, 78);
+      minmax_compress_ef(next.data(), BAGUA_FLOAT32, n, error.data(), f, RoundingKey{}, q.data());
+      minmax_decompress(q.data(), n, f, y.data(), BAGUA_FLOAT32);
+    } else if (which == 1) {
+      std::vector<uint8_t> q(sign_compressed_bytes(n, 256));
+      sign_compress(x.data(), n, 256, error.data(), q.data());
+      for (float e : error) REQUIRE(std::isfinite(e));
+      std::vector<float> next = random_vector(n, 1.0f, 78);
+      sign_compress(next.data(), n, 256, error.data(), q.data());
+      sign_decompress(q.data(), n, 256, y.data());
+    } else {
+      // The fp16 wire: 80000 is finite in fp32 and Inf in fp16.
+      std::fill(x.begin(), x.end(), 80000.0f);
+      bagua_compression_t cfg{};
+      cfg.size = sizeof(cfg);
+      cfg.magic = BAGUA_COMPRESSION_MAGIC;
+      cfg.version = BAGUA_VERSION_CODE;
+      cfg.kind = BAGUA_COMPRESS_FP16;
+      cfg.bits = 8;
+      cfg.chunk = 256;
+      cfg.error_feedback = 1;
+      Codec codec = Codec::from_config(&cfg);
+      std::vector<uint8_t> q(codec.compressed_bytes(n));
+      codec.compress(x.data(), n, error.data(), RoundingKey{}, q.data());
+      for (float e : error) REQUIRE(e == 0.0f);
+      std::vector<float> next = random_vector(n, 1.0f, 78);
+      codec.compress(next.data(), n, error.data(), RoundingKey{}, q.data());
+      codec.decompress(q.data(), n, y.data());
+    }
+    for (size_t i = 0; i < n; ++i) REQUIRE(std::isfinite(y[i]));
+  }
 }

@@ -6,6 +6,7 @@
 #include "algorithms/schedule.h"
 #include "base/error.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/quantize_math.h"
 
 namespace bagua {
 
@@ -86,7 +87,7 @@ void Codec::compress_slice(const float* x, size_t count, float* error, const Rou
       for (size_t i = 0; i < count; ++i) t[i] += error[i];
       cast_from_float(t.data(), count, out, wire);
       cast_to_float(out, wire, count, back.data());
-      for (size_t i = 0; i < count; ++i) error[i] = t[i] - back[i];
+      for (size_t i = 0; i < count; ++i) error[i] = feedback_residual(t[i] - back[i]);
       return;
     }
   }

@@ -128,7 +128,7 @@ void sign_compress(const float* x, size_t count, size_t chunk, float* error, uin
       float t = xc[i] + (ec ? ec[i] : 0.0f);
       bool positive = !(t < 0.0f);  // sign(0) = +1; NaN counts as +1
       out[4 + i / 8] |= static_cast<uint8_t>(static_cast<unsigned>(positive) << (i % 8));
-      if (ec) ec[i] = canonical_float(t - (positive ? scale : -scale));
+      if (ec) ec[i] = feedback_residual(t - (positive ? scale : -scale));
     }
     out += 4 + bytes;
   }

@@ -180,7 +180,7 @@ void put_header_float(uint8_t* p, float f) {
   for (int k = 0; k < 4; ++k) p[k] = static_cast<uint8_t>(u >> (8 * k));
 }
 
-// Compresses one chunk of `len` floats in `v`. With error (not NULL): error[i] = canonical(v[i] - deq[i]).
+// Compresses one chunk of `len` floats in `v`. With error (not NULL): error[i] = feedback_residual(v[i] - deq[i]).
 void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const RoundingKey& key, uint64_t index,
                     uint8_t* out, float* error) {
   float lo = 0, hi = 0;
@@ -224,7 +224,7 @@ void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const Rou
   if (error)
     for (size_t i = 0; i < rest; ++i) {
       float deq = g.poisoned ? g.min : g.min + static_cast<float>(codes[i]) * g.step;
-      error[done + i] = canonical_float(v[done + i] - deq);
+      error[done + i] = feedback_residual(v[done + i] - deq);
     }
 }
 

@@ -21,6 +21,12 @@ inline __m256 canonical(__m256 v) {
   return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
+// feedback_residual (quantize_math.h): Inf and NaN lanes become 0.
+inline __m256 finite_or_zero(__m256 v) {
+  const __m256 magnitude = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+  return _mm256_and_ps(v, _mm256_cmp_ps(magnitude, _mm256_set1_ps(INFINITY), _CMP_LT_OQ));
+}
+
 // pair_hash (quantize_math.h) of eight keyed pairs (pair + key).
 inline __m256i pair_hash8(__m256i pairs) {
   __m256i h = _mm256_mullo_epi32(pairs, _mm256_set1_epi32(0x21f0aaad));
@@ -88,7 +94,7 @@ size_t encode(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, f
       }
       if constexpr (Feedback) {
         __m256 deq = _mm256_add_ps(vmin, _mm256_mul_ps(_mm256_cvtepi32_ps(c[k]), vstep));
-        _mm256_storeu_ps(error + at, canonical(_mm256_sub_ps(x, deq)));
+        _mm256_storeu_ps(error + at, finite_or_zero(_mm256_sub_ps(x, deq)));
       }
     }
     uint8_t* out = codes + i * Bits / 8;
@@ -231,7 +237,7 @@ size_t sign_pack(const float* x, float* e, size_t len, float scale, uint8_t* bit
     __m256 t = _mm256_loadu_ps(x + i);
     if (e) t = _mm256_add_ps(t, _mm256_loadu_ps(e + i));
     __m256 positive = _mm256_cmp_ps(t, zero, _CMP_NLT_UQ);  // !(t < 0): 0 and NaN count as +
-    if (e) _mm256_storeu_ps(e + i, canonical(_mm256_sub_ps(t, _mm256_blendv_ps(neg, pos, positive))));
+    if (e) _mm256_storeu_ps(e + i, finite_or_zero(_mm256_sub_ps(t, _mm256_blendv_ps(neg, pos, positive))));
     bits[i / 8] = static_cast<uint8_t>(_mm256_movemask_ps(positive));
   }
   return i;

@@ -27,6 +27,11 @@ inline __m512 canonical(__m512 v) {
                               _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
 }
 
+// feedback_residual (quantize_math.h): Inf and NaN lanes become 0.
+inline __m512 finite_or_zero(__m512 v) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(INFINITY), _CMP_LT_OQ), v);
+}
+
 // pair_hash (quantize_math.h) of sixteen keyed pairs (pair + key).
 inline __m512i pair_hash16(__m512i pairs) {
   __m512i h = _mm512_mullo_epi32(pairs, _mm512_set1_epi32(0x21f0aaad));
@@ -111,7 +116,7 @@ size_t encode(const float* t, size_t len, const EncodeGrid& g, uint8_t* codes, f
         if constexpr (Stochastic) v[k] = _mm512_srai_epi32(v[k], 16);
         v[k] = _mm512_min_epi32(v[k], top_int);
         __m512 deq = _mm512_add_ps(vmin, _mm512_mul_ps(_mm512_cvtepi32_ps(v[k]), vstep));
-        _mm512_storeu_ps(error + at, canonical(_mm512_sub_ps(x, deq)));
+        _mm512_storeu_ps(error + at, finite_or_zero(_mm512_sub_ps(x, deq)));
       }
     }
     uint8_t* out = codes + i * Bits / 8;
@@ -271,7 +276,7 @@ size_t sign_pack(const float* x, float* e, size_t len, float scale, uint8_t* bit
     __m512 t = _mm512_loadu_ps(x + i);
     if (e) t = _mm512_add_ps(t, _mm512_loadu_ps(e + i));
     __mmask16 positive = _mm512_cmp_ps_mask(t, zero, _CMP_NLT_UQ);  // !(t < 0): 0 and NaN count as +
-    if (e) _mm512_storeu_ps(e + i, canonical(_mm512_sub_ps(t, _mm512_mask_blend_ps(positive, neg, pos))));
+    if (e) _mm512_storeu_ps(e + i, finite_or_zero(_mm512_sub_ps(t, _mm512_mask_blend_ps(positive, neg, pos))));
     uint16_t m = positive;
     std::memcpy(bits + i / 8, &m, 2);
   }

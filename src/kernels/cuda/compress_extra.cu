@@ -54,7 +54,7 @@ __global__ void sign_pack_kernel(const float* x, float* error, size_t count, siz
         float t = x[begin + i] + (error ? error[begin + i] : 0.0f);
         bool positive = !(t < 0.0f);
         if (positive) bits |= 1u << k;
-        if (error) error[begin + i] = canonical_float(t - (positive ? scale : -scale));
+        if (error) error[begin + i] = feedback_residual(t - (positive ? scale : -scale));
       }
       block[4 + byte] = static_cast<uint8_t>(bits);
     }

@@ -113,7 +113,7 @@ __global__ void compress_kernel(const void* x, bagua_datatype_t dtype, float* er
     for (size_t i = threadIdx.x; i < len; i += kThreads) {
       uint32_t q = (block[kHeaderBytes + i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
       float deq = g.poisoned ? g.min : g.min + static_cast<float>(q) * g.step;
-      error[begin + i] = canonical_float(v[i] - deq);
+      error[begin + i] = feedback_residual(v[i] - deq);
     }
   }
 }
