@@ -180,8 +180,8 @@ def cuda_stream(buf, stream):
 def order_after_current_stream(bufs):
     """Non-blocking calls on CUDA tensors read their input after the legacy default stream's earlier work (the C
     API): make that stream wait for torch's current stream too, where the input may still be being written."""
-    for buf in bufs:
-        if buf is not None and buf.is_cuda and buf.device is not None:
+    for buf in bufs:  # the buffers a call keeps alive, and other objects it keeps (a Compression)
+        if isinstance(buf, Buffer) and buf.is_cuda and buf.device is not None:
             import torch
 
             current = torch.cuda.current_stream(buf.device)
