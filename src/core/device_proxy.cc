@@ -215,6 +215,7 @@ bool DeviceOperation::take_staging() {
     return false;
   }
   staging_ = std::move(lease);
+  proxy_.count_submitted_staging(staging_.bytes());  // the proxy's finish() gives it back as a submitted lease
   lay_out_(*this);
   return true;
 }
@@ -472,9 +473,10 @@ void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<De
     comm_.fail_now(e.status(), e.what());  // the ranks are out of step: this rank has taken its sequence number
     throw;
   }
+  const size_t staging = op->staging_bytes();  // before it starts: it may lease more then (take_staging counts that)
   comm_.start(*op);  // throws when the communicator is unusable; op's destructor then releases the stream
   std::lock_guard<std::mutex> lock(mutex_);
-  submitted_bytes_ += op->staging_bytes();
+  submitted_bytes_ += staging;
   entries_.push_back(Entry{std::move(op), std::move(completion)});
   changed_.notify_all();
 }

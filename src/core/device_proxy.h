@@ -196,10 +196,19 @@ class DeviceProxy {
   StagingLease lease(size_t bytes, bool wait = true);
   // Throws when `bytes` of staging exceed BAGUA_DEVICE_MEMORY_LIMIT; else the size a lease of it takes.
   size_t check_staging_limit(size_t bytes) const;
-  // Staging memory allocated now, free or leased (for tests).
+  // Staging memory allocated now, free or leased, and held by submitted operations (for tests).
   size_t pool_bytes() {
     std::lock_guard<std::mutex> lock(mutex_);
     return pool_bytes_;
+  }
+  size_t submitted_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return submitted_bytes_;
+  }
+  // A submitted operation leased staging after its submission (DeviceOperation::take_staging).
+  void count_submitted_staging(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    submitted_bytes_ += bytes;
   }
   // Parks the stream's later work on a fresh gate.
   std::shared_ptr<StreamGate> park(DeviceStream stream);

@@ -336,7 +336,13 @@ class CudaRuntime final : public DeviceRuntime {
     ids_[device] = id;
     return id;
   }
+  // Asked on every in-host allreduce: computed once per device (peer access does not change while the process runs).
   std::vector<GpuId> reachable_gpus(int device) override {
+    {
+      std::lock_guard<std::mutex> lock(ids_mutex_);
+      auto it = reachable_.find(device);
+      if (it != reachable_.end()) return it->second;
+    }
     std::vector<GpuId> out{gpu_id(device)};
     const int count = cuda_device_count();
     for (int other = 0; other < count; ++other) {
@@ -351,6 +357,8 @@ class CudaRuntime final : public DeviceRuntime {
       }
       if (can) out.push_back(gpu_id(other));
     }
+    std::lock_guard<std::mutex> lock(ids_mutex_);
+    reachable_[device] = out;
     return out;
   }
   void reduce_async(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
@@ -413,6 +421,7 @@ class CudaRuntime final : public DeviceRuntime {
   std::set<int> loaded_;
   std::mutex ids_mutex_;
   std::map<int, GpuId> ids_;
+  std::map<int, std::vector<GpuId>> reachable_;
   std::once_flag wait_once_;
   WaitValue32 wait_value_ = nullptr;
   std::mutex event_streams_mutex_;
