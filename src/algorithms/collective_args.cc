@@ -63,4 +63,19 @@ size_t CollectiveArgs::message_bytes(int nranks) const {
   }
 }
 
+AlltoallvCounts::AlltoallvCounts(const CollectiveArgs& args, int nranks) {
+  if (args.collective != Collective::kAlltoallv) return;
+  for (const size_t* array : {args.sendcounts, args.sdispls, args.recvcounts, args.rdispls})
+    counts_.insert(counts_.end(), array, array + nranks);
+}
+
+void AlltoallvCounts::point(CollectiveArgs& args) const {
+  if (counts_.empty()) return;
+  const size_t n = counts_.size() / 4;
+  args.sendcounts = counts_.data();
+  args.sdispls = counts_.data() + n;
+  args.recvcounts = counts_.data() + 2 * n;
+  args.rdispls = counts_.data() + 3 * n;
+}
+
 }  // namespace bagua

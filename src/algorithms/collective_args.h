@@ -62,6 +62,18 @@ struct CollectiveArgs {
   size_t message_bytes(int nranks) const;
 };
 
+// alltoallv's count arrays belong to the caller, who may free them once the call returns: an operation that reads
+// them later keeps a copy and points its arguments at it.
+class AlltoallvCounts {
+ public:
+  AlltoallvCounts() = default;
+  AlltoallvCounts(const CollectiveArgs& args, int nranks);
+  void point(CollectiveArgs& args) const;
+
+ private:
+  std::vector<size_t> counts_;  // sendcounts, sdispls, recvcounts, rdispls
+};
+
 // The arguments of a call with one count (every collective but alltoallv).
 CollectiveArgs args_of(Collective c, const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                        bagua_redop_t op = BAGUA_SUM, int root = 0);

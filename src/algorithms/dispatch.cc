@@ -296,8 +296,8 @@ std::unique_ptr<Operation> make_device_collective_in_host(Comm& comm, const Coll
       std::make_unique<DeviceOperation>(opkind_of(args.collective), proxy, args.stream, args.device, StagingLease());
   op->set_algorithm(collective_name(args.collective), algorithm->name);
   op->defer_staging(layout.bytes, [layout, args](DeviceOperation& self) {
-    StagedBuffers staged =
-        lay_out_staging(self, layout, args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent, false);
+    StagedBuffers staged = lay_out_staging(self, layout, args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent,
+                                           args.collective == Collective::kAlltoallv);
     self.set_staged_buffers(staged.sendbuf, staged.recvbuf);
   });
   // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
@@ -305,9 +305,12 @@ std::unique_ptr<Operation> make_device_collective_in_host(Comm& comm, const Coll
   std::string description = fmt::format("{} #{} ({} x {}, {}, device{})", collective_name(args.collective),
                                         ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
   DeviceOperation* device = op.get();
-  op->set_host_operation([algorithm, args, ctx, description,
-                          device] { return algorithm->build_on_device(args, *device, ctx, description); },
-                         description);
+  op->set_host_operation(
+      [algorithm, call = args, ctx, description, device, counts = AlltoallvCounts(args, comm.size())]() mutable {
+        counts.point(call);
+        return algorithm->build_on_device(call, *device, ctx, description);
+      },
+      description);
   return op;
 }
 
@@ -328,22 +331,9 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
   ScheduleContext ctx = collective_context(comm, args, algorithm);
   std::string description = fmt::format("{} #{} ({} x {}, {}, device{})", collective_name(args.collective),
                                         ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
-  // alltoallv's count arrays belong to the caller, who may free them once the call returns.
-  std::vector<size_t> counts;
-  if (args.collective == Collective::kAlltoallv) {
-    const size_t n = static_cast<size_t>(comm.size());
-    for (const size_t* array : {args.sendcounts, args.sdispls, args.recvcounts, args.rdispls})
-      counts.insert(counts.end(), array, array + n);
-  }
   op->set_host_operation(
-      [algorithm, host, ctx, description, counts = std::move(counts)]() mutable {
-        if (!counts.empty()) {
-          const size_t n = counts.size() / 4;
-          host.sendcounts = counts.data();
-          host.sdispls = counts.data() + n;
-          host.recvcounts = counts.data() + 2 * n;
-          host.rdispls = counts.data() + 3 * n;
-        }
+      [algorithm, host, ctx, description, counts = AlltoallvCounts(args, comm.size())]() mutable {
+        counts.point(host);
         return algorithm->build(host, ctx, description);
       },
       description);

@@ -11,7 +11,9 @@ extern const AlgorithmEntry kAllreduceRing, kAllreduceRd, kAllreduceRabenseifner
     kAllreduceHier, kAllreduceHierLeader, kReduceScatterRing, kReduceScatterDirect, kAllgatherRing, kAllgatherRd,
     kAllgatherDirect, kAllgatherHier, kBroadcastTree, kBroadcastScatterAllgather, kBroadcastHier, kReduceTree,
     kReduceRsGather, kReduceHier, kAlltoallDirect, kAlltoallPairwise, kAlltoallSharedMemory, kAlltoallvSharedMemory,
-    kAlltoallvDirect, kAlltoallvPairwise, kGatherDirect, kScatterDirect, kBarrierDissemination;
+    kAlltoallvDirect, kAlltoallvPairwise, kGatherDirect, kScatterDirect, kBarrierDissemination,
+    kReduceScatterPeerMemory, kAllgatherPeerMemory, kBroadcastPeerMemory, kReducePeerMemory, kAlltoallPeerMemory,
+    kAlltoallvPeerMemory, kGatherPeerMemory, kScatterPeerMemory;
 
 namespace {
 
@@ -25,24 +27,32 @@ const AlgorithmEntry* const kTable[] = {
     &kAllreduceHierLeader,
     &kReduceScatterRing,
     &kReduceScatterDirect,
+    &kReduceScatterPeerMemory,
     &kAllgatherRing,
     &kAllgatherRd,
     &kAllgatherDirect,
     &kAllgatherHier,
+    &kAllgatherPeerMemory,
     &kBroadcastTree,
     &kBroadcastScatterAllgather,
     &kBroadcastHier,
+    &kBroadcastPeerMemory,
     &kReduceTree,
     &kReduceRsGather,
     &kReduceHier,
+    &kReducePeerMemory,
     &kAlltoallDirect,
     &kAlltoallPairwise,
     &kAlltoallSharedMemory,
+    &kAlltoallPeerMemory,
     &kAlltoallvSharedMemory,
     &kAlltoallvDirect,
     &kAlltoallvPairwise,
+    &kAlltoallvPeerMemory,
     &kGatherDirect,
+    &kGatherPeerMemory,
     &kScatterDirect,
+    &kScatterPeerMemory,
     &kBarrierDissemination,
 };
 

@@ -216,10 +216,11 @@ class DeviceProxy {
   DeviceStream copy_stream(int device);
   // Peers' allocations mapped through IPC (used by the proxy thread only; opened() may be read from any).
   IpcCache& ipc_cache() { return *ipc_cache_; }
-  // How the ranks ran the direct allreduce's device calls so far: through IPC, or staged (for tests and tools).
-  void count_direct_allreduce(bool through_ipc) { (through_ipc ? direct_through_ipc_ : direct_staged_)++; }
-  uint64_t direct_through_ipc() const { return direct_through_ipc_.load(); }
-  uint64_t direct_staged() const { return direct_staged_.load(); }
+  // How the ranks ran the device calls of in-host algorithms on peers' memory (algorithms/peer_memory) so far:
+  // through IPC, or staged (for tests and tools).
+  void count_in_host_call(bool through_ipc) { (through_ipc ? in_host_through_ipc_ : in_host_staged_)++; }
+  uint64_t in_host_through_ipc() const { return in_host_through_ipc_.load(); }
+  uint64_t in_host_staged() const { return in_host_staged_.load(); }
   // Orders the operation on its stream (input event and gate, or for a request the input event only), starts it
   // and hands it to the proxy thread; `completion`, when given, learns its end. The sequence number is already
   // taken, so a failure here fails the communicator.
@@ -261,7 +262,7 @@ class DeviceProxy {
   std::unique_ptr<IpcCache> ipc_cache_;
   std::mutex closes_mutex_;
   std::vector<std::pair<void*, int>> pending_closes_;
-  std::atomic<uint64_t> direct_through_ipc_{0}, direct_staged_{0};
+  std::atomic<uint64_t> in_host_through_ipc_{0}, in_host_staged_{0};
   std::thread thread_;
 };
 

@@ -398,8 +398,8 @@ int limit(bagua_comm_t comm) {
 }
 
 uint64_t ipc_opened(bagua_comm_t comm) { return comm->impl->device_proxy().ipc_cache().opened(); }
-uint64_t through_ipc(bagua_comm_t comm) { return comm->impl->device_proxy().direct_through_ipc(); }
-uint64_t staged(bagua_comm_t comm) { return comm->impl->device_proxy().direct_staged(); }
+uint64_t through_ipc(bagua_comm_t comm) { return comm->impl->device_proxy().in_host_through_ipc(); }
+uint64_t staged(bagua_comm_t comm) { return comm->impl->device_proxy().in_host_staged(); }
 
 // One allreduce of b into out (b itself in place) with values that make the sum exact; checks every element.
 void exact_allreduce(bagua_comm_t comm, void* stream, DevBuf& b, DevBuf* out, int salt) {
@@ -514,7 +514,7 @@ int threads() {
     sync(own);
     for (int64_t v : big.host) MP_CHECK(v == 3);
     MP_CHECK(comm->impl->device_proxy().ipc_cache().opened() == 0);
-    MP_CHECK(comm->impl->device_proxy().direct_through_ipc() == 1);
+    MP_CHECK(comm->impl->device_proxy().in_host_through_ipc() == 1);
     MP_OK(bagua_comm_destroy(comm));
   };
   std::thread t0(rank_main, 0), t1(rank_main, 1);

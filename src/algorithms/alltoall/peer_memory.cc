@@ -1,0 +1,45 @@
+// Alltoall(v) within one host on the peers' buffers themselves (algorithms/peer_memory): every rank copies each
+// peer's block for it (where that peer's call puts it) into its own output.
+#include "algorithms/peer_memory/peer_memory.h"
+#include "algorithms/alltoall/layout.h"
+#include "algorithms/registry.h"
+
+namespace bagua {
+
+namespace {
+
+PeerPlan alltoall_plan(const PeerCallFacts& call) {
+  PeerPlan plan;
+  const AlltoallLayout layout = alltoall_layout(call.args, call.nranks);
+  for (int r = 0; r < call.nranks; ++r)
+    plan.copy({call.rank, PeerBufferKind::kRecv, layout.recv_off(r)}, {r, PeerBufferKind::kSend, call.offset_for_me[r]},
+              call.bytes_for_me[r]);
+  return plan;
+}
+
+double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n); }
+
+}  // namespace
+
+extern const AlgorithmEntry kAlltoallPeerMemory;
+const AlgorithmEntry kAlltoallPeerMemory{Collective::kAlltoall,
+                                         "peer_memory",
+                                         peer_memory_supports,
+                                         cost,
+                                         run_peer_memory<alltoall_plan>,
+                                         true,
+                                         false,
+                                         run_peer_memory_on_device<alltoall_plan>};
+
+// Chosen as for an empty message like every alltoallv algorithm (its counts differ per rank): after shared memory.
+extern const AlgorithmEntry kAlltoallvPeerMemory;
+const AlgorithmEntry kAlltoallvPeerMemory{Collective::kAlltoallv,
+                                          "peer_memory",
+                                          peer_memory_supports,
+                                          cost,
+                                          run_peer_memory<alltoall_plan>,
+                                          true,
+                                          false,
+                                          run_peer_memory_on_device<alltoall_plan>};
+
+}  // namespace bagua

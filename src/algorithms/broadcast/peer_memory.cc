@@ -1,0 +1,32 @@
+// Broadcast within one host on the peers' buffers themselves (algorithms/peer_memory): every rank copies the root's
+// buffer into its own.
+#include "algorithms/peer_memory/peer_memory.h"
+#include "algorithms/registry.h"
+#include "kernels/dtype.h"
+
+namespace bagua {
+
+namespace {
+
+PeerPlan broadcast_plan(const PeerCallFacts& call) {
+  PeerPlan plan;
+  plan.copy({call.rank, PeerBufferKind::kRecv, 0}, {call.args.root, PeerBufferKind::kSend, 0},
+            call.args.count * datatype_size(call.args.dtype));
+  return plan;
+}
+
+double cost(const CostTerms& t) { return peer_memory_cost(t, 1, t.m); }
+
+}  // namespace
+
+extern const AlgorithmEntry kBroadcastPeerMemory;
+const AlgorithmEntry kBroadcastPeerMemory{Collective::kBroadcast,
+                                          "peer_memory",
+                                          peer_memory_supports,
+                                          cost,
+                                          run_peer_memory<broadcast_plan>,
+                                          true,
+                                          false,
+                                          run_peer_memory_on_device<broadcast_plan>};
+
+}  // namespace bagua

@@ -1,0 +1,33 @@
+// Scatter within one host on the peers' buffers themselves (algorithms/peer_memory): every rank copies its block of
+// the root's input into its output.
+#include "algorithms/peer_memory/peer_memory.h"
+#include "algorithms/registry.h"
+#include "kernels/dtype.h"
+
+namespace bagua {
+
+namespace {
+
+PeerPlan scatter_plan(const PeerCallFacts& call) {
+  PeerPlan plan;
+  const size_t bytes = call.args.count * datatype_size(call.args.dtype);
+  plan.copy({call.rank, PeerBufferKind::kRecv, 0}, {call.args.root, PeerBufferKind::kSend, call.rank * bytes}, bytes);
+  return plan;
+}
+
+// What the root's memory gives out.
+double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n); }
+
+}  // namespace
+
+extern const AlgorithmEntry kScatterPeerMemory;
+const AlgorithmEntry kScatterPeerMemory{Collective::kScatter,
+                                        "peer_memory",
+                                        peer_memory_supports,
+                                        cost,
+                                        run_peer_memory<scatter_plan>,
+                                        true,
+                                        false,
+                                        run_peer_memory_on_device<scatter_plan>};
+
+}  // namespace bagua
