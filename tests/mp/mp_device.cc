@@ -15,8 +15,9 @@
 //              asynchronous averaging of a device buffer reaches the exact average
 //   ipc [staged]  allreduces that the direct algorithm takes (one host): exact in and out of place, each through
 //              IPC with the peers' buffers mapped once and reused, or with "staged" (ranks playing different
-//              GPUs, a rank that cannot open handles) each staged; a rank on memory peers cannot map makes every
-//              rank stage; more buffers than BAGUA_IPC_CACHE_ENTRIES (run with 2) are remapped after eviction
+//              GPUs; "staged-open-fails": rank 1 cannot open handles) each staged; a rank on memory peers cannot map
+//              makes every rank stage; every other collective through its peer_memory algorithm, exact, the same way;
+//              more buffers than BAGUA_IPC_CACHE_ENTRIES (run with 2) are remapped after eviction
 // Without bagua-run:
 //   threads    ranks as threads: two ranks on one stream are refused; a stream each works
 //   capture    a stream being captured into a CUDA graph is refused with no side effect (stand-in only)
@@ -26,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -413,7 +415,127 @@ void exact_allreduce(bagua_comm_t comm, void* stream, DevBuf& b, DevBuf* out, in
     MP_CHECK(result.host[i] == static_cast<int64_t>(i % 4099) * (salt + 1) * g_size + rank_sum());
 }
 
-int ipc(bagua_comm_t comm, bool expect_staged) {
+// Rank r's element i of a collective's input (sums of any ranks stay exact in int64).
+int64_t value(int r, size_t i) { return static_cast<int64_t>(i) * 7 + r * 1000003; }
+int64_t value_sum(size_t i) {
+  int64_t sum = 0;
+  for (int r = 0; r < g_size; ++r) sum += value(r, i);
+  return sum;
+}
+
+// Every other collective at a size its peer_memory algorithm takes on one host (alltoall and alltoallv forced:
+// shared memory wins on host memory), exact, in and out of place where the call has both; went(calls, rank 1 maps
+// nothing) checks how the calls went (a broadcast or scatter from rank 1 maps nothing there). alltoallv leaves gaps
+// in its receive buffer that must keep their contents.
+void every_collective(bagua_comm_t comm, void* stream, const std::function<void(uint64_t, bool)>& went) {
+  const size_t c = 40000;  // per block: 320 KB
+  const int n = g_size, me = g_rank;
+  const size_t all = c * static_cast<size_t>(n);
+  auto fill = [](DevBuf& b, int r) {
+    for (size_t i = 0; i < b.host.size(); ++i) b.host[i] = value(r, i);
+  };
+  auto fetch = [&](DevBuf& b) {
+    b.download(stream);
+    sync(stream);
+  };
+  for (bool in_place : {false, true}) {
+    // allgather: block r is rank r's input.
+    DevBuf big(all), small(c);
+    for (size_t i = 0; i < c; ++i) small.host[i] = big.host[me * c + i] = value(me, i);
+    big.upload(stream);
+    small.upload(stream);
+    MP_OK(bagua_allgather(in_place ? big.dev + me * c : small.dev, big.dev, c, BAGUA_INT64, comm, stream));
+    fetch(big);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < c; ++i) MP_CHECK(big.host[r * c + i] == value(r, i));
+    // reduce_scatter: rank r gets block r of the sum.
+    fill(big, me);
+    big.upload(stream);
+    MP_OK(bagua_reduce_scatter(big.dev, in_place ? big.dev + me * c : small.dev, c, BAGUA_INT64, BAGUA_SUM, comm,
+                               stream));
+    DevBuf& scattered = in_place ? big : small;
+    fetch(scattered);
+    for (size_t i = 0; i < c; ++i) MP_CHECK(scattered.host[(in_place ? me * c : 0) + i] == value_sum(me * c + i));
+    went(2, false);
+    // broadcast from rank 1, reduce to rank n - 1.
+    DevBuf a(c), b(c);
+    fill(a, me);
+    a.upload(stream);
+    MP_OK(bagua_broadcast(a.dev, in_place ? a.dev : b.dev, c, BAGUA_INT64, 1, comm, stream));
+    DevBuf& got = in_place ? a : b;
+    fetch(got);
+    for (size_t i = 0; i < c; ++i) MP_CHECK(got.host[i] == value(1, i));
+    went(1, true);
+    fill(a, me);
+    a.upload(stream);
+    MP_OK(bagua_reduce(a.dev, in_place ? a.dev : b.dev, c, BAGUA_INT64, BAGUA_SUM, n - 1, comm, stream));
+    if (me == n - 1) {
+      fetch(got);
+      for (size_t i = 0; i < c; ++i) MP_CHECK(got.host[i] == value_sum(i));
+    }
+    went(1, false);
+    // gather to rank 0, scatter from rank 1.
+    fill(small, me);
+    small.upload(stream);
+    if (me == 0 && in_place) {
+      for (size_t i = 0; i < c; ++i) big.host[me * c + i] = value(me, i);
+      big.upload(stream);
+    }
+    MP_OK(bagua_gather(in_place && me == 0 ? big.dev + me * c : small.dev, big.dev, c, BAGUA_INT64, 0, comm, stream));
+    if (me == 0) {
+      fetch(big);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < c; ++i) MP_CHECK(big.host[r * c + i] == value(r, i));
+    }
+    went(1, false);
+    fill(big, me);
+    big.upload(stream);
+    MP_OK(bagua_scatter(big.dev, in_place && me == 1 ? big.dev + me * c : small.dev, c, BAGUA_INT64, 1, comm, stream));
+    DevBuf& part = in_place && me == 1 ? big : small;
+    fetch(part);
+    for (size_t i = 0; i < c; ++i) MP_CHECK(part.host[(in_place && me == 1 ? me * c : 0) + i] == value(1, me * c + i));
+    went(1, true);
+  }
+  // alltoall: block p of rank r's input goes to rank p.
+  DevBuf in(all), out(all);
+  fill(in, me);
+  in.upload(stream);
+  MP_OK(bagua_alltoall(in.dev, out.dev, c, BAGUA_INT64, comm, stream));
+  fetch(out);
+  for (int q = 0; q < n; ++q)
+    for (size_t i = 0; i < c; ++i) MP_CHECK(out.host[q * c + i] == value(q, me * c + i));
+  // alltoallv: rank q sends rank r count(q, r) elements; blocks are 5 elements apart on both sides.
+  auto count = [c](int q, int r) { return c / 2 + 13 * q + 7 * r; };
+  std::vector<size_t> sendcounts(n), sdispls(n), recvcounts(n), rdispls(n);
+  size_t send_end = 0, recv_end = 0;
+  for (int p = 0; p < n; ++p) {
+    sendcounts[p] = count(me, p);
+    recvcounts[p] = count(p, me);
+    sdispls[p] = send_end;
+    rdispls[p] = recv_end;
+    send_end += sendcounts[p] + 5;
+    recv_end += recvcounts[p] + 5;
+  }
+  DevBuf vin(send_end), vout(recv_end);
+  fill(vin, me);
+  vin.upload(stream);
+  for (auto& v : vout.host) v = -1;
+  vout.upload(stream);
+  MP_OK(bagua_alltoallv(vin.dev, sendcounts.data(), sdispls.data(), vout.dev, recvcounts.data(), rdispls.data(),
+                        BAGUA_INT64, comm, stream));
+  fetch(vout);
+  for (int q = 0; q < n; ++q) {
+    // Where rank q's block for this rank starts in q's input.
+    size_t from = 0;
+    for (int p = 0; p < me; ++p) from += count(q, p) + 5;
+    for (size_t i = 0; i < recvcounts[q]; ++i) MP_CHECK(vout.host[rdispls[q] + i] == value(q, from + i));
+    for (size_t i = 0; i < 5; ++i) MP_CHECK(vout.host[rdispls[q] + recvcounts[q] + i] == -1);
+  }
+  went(2, false);
+}
+
+// rank1_cannot_map: rank 1 cannot open IPC handles (it votes no only where it must map a peer's buffer).
+int ipc(bagua_comm_t comm, bool expect_staged, bool rank1_cannot_map) {
   void* stream = g_rt->create_stream(0);
   const size_t count = 100003;  // 800 KB: the direct algorithm's range on one host; blocks of uneven size
   DevBuf a(count), b(count);
@@ -455,6 +577,10 @@ int ipc(bagua_comm_t comm, bool expect_staged) {
     if (unmappable) std::swap(c.dev, unmappable);
     g_rt->free_device(unmappable);
   }
+  every_collective(comm, stream, [&](uint64_t calls, bool rank1_maps_nothing) {
+    sync(stream);  // (a rank that gets no output has not fetched it)
+    went(calls, !expect_staged || (rank1_cannot_map && rank1_maps_nothing));
+  });
   // More buffers than the cache holds, in turn: each is mapped again after its eviction.
   std::vector<std::unique_ptr<DevBuf>> many;
   for (int i = 0; i < 4; ++i) many.push_back(std::make_unique<DevBuf>(count));
@@ -787,6 +913,8 @@ int main(int argc, char** argv) {
   }
   if (mode == "threads") return threads();
   if (mode == "capture") return capture();
+  // ipc: shared memory wins alltoall(v) on host memory, so the cost model never picks their peer_memory algorithm.
+  if (mode == "ipc") setenv("BAGUA_ALGO", "alltoall:peer_memory;alltoallv:peer_memory", 0);
   bagua_comm_t comm = nullptr;
   MP_OK(bagua_comm_init_from_env(&comm));
   MP_OK(bagua_comm_rank(comm, &g_rank));
@@ -796,7 +924,8 @@ int main(int argc, char** argv) {
   if (mode == "limit") return limit(comm);
   if (mode == "turn") return turn(comm);
   if (mode == "ipc") {
-    int rc = ipc(comm, argc > 2 && std::string(argv[2]) == "staged");
+    const std::string how = argc > 2 ? argv[2] : "";
+    int rc = ipc(comm, how.rfind("staged", 0) == 0, how == "staged-open-fails");
     MP_OK(bagua_comm_destroy(comm));
     return rc;
   }
