@@ -16,14 +16,16 @@ struct CostModel {
                                 // the rail's SendMode::kEager pieces go eagerly up to 2 MiB)
   double single_copy_us = 4.0;  // extra per round whose messages take the single-copy handshake
   size_t single_copy_limit = 64 << 10;
-  double per_message_us = 0.4;      // extra per message when a round talks to many peers
-  double link_gbps = 6.5;           // beta: bytes moved per rank within a host, GB/s
-  double inter_host_gbps = 1.25;    // bytes a host sends to other hosts, GB/s (BAGUA_INTER_HOST_GBPS; 10 GbE)
-  double reduce_gbps = 10.0;        // gamma: reduction speed, GB/s of input (memory-bound at size)
-  double direct_move_factor = 0.6;  // direct allreduce: time per byte moved against the ring's (it reads N
-                                    // and writes N per rank, the ring reads 1.5N and writes N)
-  double cross_memory_us = 1.0;     // one process_vm_readv/writev call of a direct allreduce segment
-  double shared_copy_factor = 0.5;  // alltoall through shared segments: time per byte against a single-copy read
+  double per_message_us = 0.4;         // extra per message when a round talks to many peers
+  double link_gbps = 6.5;              // beta: bytes moved per rank within a host, GB/s
+  double inter_host_gbps = 1.25;       // bytes a host sends to other hosts, GB/s (BAGUA_INTER_HOST_GBPS; 10 GbE)
+  double reduce_gbps = 10.0;           // gamma: reduction speed, GB/s of input (memory-bound at size)
+  double direct_move_factor = 0.6;     // direct allreduce: time per byte moved against the ring's (it reads N
+                                       // and writes N per rank, the ring reads 1.5N and writes N)
+  double cross_memory_us = 1.0;        // one process_vm_readv/writev call of a direct allreduce segment
+  double peer_memory_setup_us = 10.0;  // the peer_memory algorithms' rounds beyond two (not the direct allreduce's):
+                                       // their floor was 16-24 us at 4 KiB on 2 ranks, where 2 alpha is 5
+  double shared_copy_factor = 0.5;     // alltoall through shared segments: time per byte against a single-copy read
   // A quantized allreduce of fewer input bytes sends full precision: below these sizes its extra rounds and
   // compression cost more than the bytes it saves (bagua_quantized_perf, docs/relaxations.md). Within one host
   // (shared memory) and across hosts (1 Gbit/s test bed). BAGUA_QUANTIZED_MIN_BYTES overrides both.

@@ -428,7 +428,7 @@ int64_t value_sum(size_t i) {
 // nothing) checks how the calls went (a broadcast or scatter from rank 1 maps nothing there). alltoallv leaves gaps
 // in its receive buffer that must keep their contents.
 void every_collective(bagua_comm_t comm, void* stream, const std::function<void(uint64_t, bool)>& went) {
-  const size_t c = 40000;  // per block: 320 KB
+  const size_t c = 70000;  // per block: 560 KB (the model takes peer_memory from 1 MiB in all)
   const int n = g_size, me = g_rank;
   const size_t all = c * static_cast<size_t>(n);
   auto fill = [](DevBuf& b, int r) {

@@ -2,7 +2,6 @@
 // peer's input into its own output. In place is safe: a rank's input is its output's own block, which nobody
 // writes.
 #include "algorithms/peer_memory/peer_memory.h"
-#include "algorithms/registry.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
@@ -22,13 +21,7 @@ double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n)
 }  // namespace
 
 extern const AlgorithmEntry kAllgatherPeerMemory;
-const AlgorithmEntry kAllgatherPeerMemory{Collective::kAllgather,
-                                          "peer_memory",
-                                          peer_memory_supports,
-                                          cost,
-                                          run_peer_memory<allgather_plan>,
-                                          true,
-                                          false,
-                                          run_peer_memory_on_device<allgather_plan>};
+constinit const AlgorithmEntry kAllgatherPeerMemory =
+    peer_memory_algorithm<allgather_plan>(Collective::kAllgather, cost);
 
 }  // namespace bagua

@@ -2,7 +2,6 @@
 // peer's block for it (where that peer's call puts it) into its own output.
 #include "algorithms/peer_memory/peer_memory.h"
 #include "algorithms/alltoall/layout.h"
-#include "algorithms/registry.h"
 
 namespace bagua {
 
@@ -22,24 +21,11 @@ double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n)
 }  // namespace
 
 extern const AlgorithmEntry kAlltoallPeerMemory;
-const AlgorithmEntry kAlltoallPeerMemory{Collective::kAlltoall,
-                                         "peer_memory",
-                                         peer_memory_supports,
-                                         cost,
-                                         run_peer_memory<alltoall_plan>,
-                                         true,
-                                         false,
-                                         run_peer_memory_on_device<alltoall_plan>};
+constinit const AlgorithmEntry kAlltoallPeerMemory = peer_memory_algorithm<alltoall_plan>(Collective::kAlltoall, cost);
 
 // Chosen as for an empty message like every alltoallv algorithm (its counts differ per rank): after shared memory.
 extern const AlgorithmEntry kAlltoallvPeerMemory;
-const AlgorithmEntry kAlltoallvPeerMemory{Collective::kAlltoallv,
-                                          "peer_memory",
-                                          peer_memory_supports,
-                                          cost,
-                                          run_peer_memory<alltoall_plan>,
-                                          true,
-                                          false,
-                                          run_peer_memory_on_device<alltoall_plan>};
+constinit const AlgorithmEntry kAlltoallvPeerMemory =
+    peer_memory_algorithm<alltoall_plan>(Collective::kAlltoallv, cost);
 
 }  // namespace bagua

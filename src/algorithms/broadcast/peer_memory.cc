@@ -1,7 +1,6 @@
 // Broadcast within one host on the peers' buffers themselves (algorithms/peer_memory): every rank copies the root's
 // buffer into its own.
 #include "algorithms/peer_memory/peer_memory.h"
-#include "algorithms/registry.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
@@ -20,13 +19,7 @@ double cost(const CostTerms& t) { return peer_memory_cost(t, 1, t.m); }
 }  // namespace
 
 extern const AlgorithmEntry kBroadcastPeerMemory;
-const AlgorithmEntry kBroadcastPeerMemory{Collective::kBroadcast,
-                                          "peer_memory",
-                                          peer_memory_supports,
-                                          cost,
-                                          run_peer_memory<broadcast_plan>,
-                                          true,
-                                          false,
-                                          run_peer_memory_on_device<broadcast_plan>};
+constinit const AlgorithmEntry kBroadcastPeerMemory =
+    peer_memory_algorithm<broadcast_plan>(Collective::kBroadcast, cost);
 
 }  // namespace bagua

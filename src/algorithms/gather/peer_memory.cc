@@ -1,7 +1,6 @@
 // Gather within one host on the peers' buffers themselves (algorithms/peer_memory): every rank copies its input into
 // its block of the root's output.
 #include "algorithms/peer_memory/peer_memory.h"
-#include "algorithms/registry.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
@@ -21,13 +20,6 @@ double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n)
 }  // namespace
 
 extern const AlgorithmEntry kGatherPeerMemory;
-const AlgorithmEntry kGatherPeerMemory{Collective::kGather,
-                                       "peer_memory",
-                                       peer_memory_supports,
-                                       cost,
-                                       run_peer_memory<gather_plan>,
-                                       true,
-                                       false,
-                                       run_peer_memory_on_device<gather_plan>};
+constinit const AlgorithmEntry kGatherPeerMemory = peer_memory_algorithm<gather_plan>(Collective::kGather, cost);
 
 }  // namespace bagua

@@ -520,9 +520,9 @@ std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& a, const Sc
 
 bool peer_memory_supports(int, const HostLayout& hosts) { return hosts.size() <= 1; }
 
-double peer_memory_cost(const CostTerms& t, double spans, double span_bytes, double reduced) {
+double peer_memory_cost(const CostTerms& t, double spans, double span_bytes, double reduced, double setup_us) {
   const double calls = spans * std::max(1.0, std::ceil(span_bytes / kSegmentBytes));
-  return 2 * t.alpha + 2 * (t.n - 1) * t.delta + calls * t.model.cross_memory_us +
+  return 2 * t.alpha + setup_us + 2 * (t.n - 1) * t.delta + calls * t.model.cross_memory_us +
          spans * span_bytes * t.beta * t.model.direct_move_factor + reduced * t.gamma;
 }
 

@@ -25,6 +25,7 @@
 
 #include "algorithms/collective_args.h"
 #include "algorithms/cost_model.h"
+#include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 #include "core/operation.h"
 
@@ -96,8 +97,19 @@ std::unique_ptr<Operation> run_peer_memory_on_device(const CollectiveArgs& args,
 // AlgorithmEntry::supports: one host.
 bool peer_memory_supports(int nranks, const HostLayout& hosts);
 
-// Modelled time of a plan on host memory: the hello and done rounds, then `spans` copies of `span_bytes` each from or
-// into peers (the busiest rank's), in 256 KiB process_vm_readv/writev calls, and `reduced` bytes of input reduced.
-double peer_memory_cost(const CostTerms& t, double spans, double span_bytes, double reduced = 0);
+// A collective's registry row "peer_memory": one host, cross-memory attach, the plan on either memory.
+template <PeerPlan (*Plan)(const PeerCallFacts&)>
+constexpr AlgorithmEntry peer_memory_algorithm(Collective collective, double (*cost)(const CostTerms&)) {
+  return {collective, "peer_memory", peer_memory_supports,           cost, run_peer_memory<Plan>,
+          true,       false,         run_peer_memory_on_device<Plan>};
+}
+
+// Modelled time of a plan on host memory: the hello and done rounds plus `setup_us`, then `spans` copies of
+// `span_bytes` each from or into peers (the busiest rank's), in 256 KiB process_vm_readv/writev calls, and `reduced`
+// bytes of input reduced.
+double peer_memory_cost(const CostTerms& t, double spans, double span_bytes, double reduced, double setup_us);
+inline double peer_memory_cost(const CostTerms& t, double spans, double span_bytes, double reduced = 0) {
+  return peer_memory_cost(t, spans, span_bytes, reduced, t.model.peer_memory_setup_us);
+}
 
 }  // namespace bagua

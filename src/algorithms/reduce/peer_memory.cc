@@ -4,7 +4,6 @@
 // (in place, the output itself) before it writes the output.
 #include "algorithms/peer_memory/peer_memory.h"
 #include "algorithms/patterns/ring.h"
-#include "algorithms/registry.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
@@ -29,13 +28,6 @@ double cost(const CostTerms& t) { return peer_memory_cost(t, t.n, t.m / t.n, t.f
 }  // namespace
 
 extern const AlgorithmEntry kReducePeerMemory;
-const AlgorithmEntry kReducePeerMemory{Collective::kReduce,
-                                       "peer_memory",
-                                       peer_memory_supports,
-                                       cost,
-                                       run_peer_memory<reduce_plan>,
-                                       true,
-                                       false,
-                                       run_peer_memory_on_device<reduce_plan>};
+constinit const AlgorithmEntry kReducePeerMemory = peer_memory_algorithm<reduce_plan>(Collective::kReduce, cost);
 
 }  // namespace bagua

@@ -2,7 +2,6 @@
 // of every rank's input (its own first, then the peers' by ascending rank) into its output. In place is safe: only
 // rank r reads block r of any input.
 #include "algorithms/peer_memory/peer_memory.h"
-#include "algorithms/registry.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
@@ -25,13 +24,7 @@ double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n,
 }  // namespace
 
 extern const AlgorithmEntry kReduceScatterPeerMemory;
-const AlgorithmEntry kReduceScatterPeerMemory{Collective::kReduceScatter,
-                                              "peer_memory",
-                                              peer_memory_supports,
-                                              cost,
-                                              run_peer_memory<reduce_scatter_plan>,
-                                              true,
-                                              false,
-                                              run_peer_memory_on_device<reduce_scatter_plan>};
+constinit const AlgorithmEntry kReduceScatterPeerMemory =
+    peer_memory_algorithm<reduce_scatter_plan>(Collective::kReduceScatter, cost);
 
 }  // namespace bagua

@@ -1,7 +1,6 @@
 // Scatter within one host on the peers' buffers themselves (algorithms/peer_memory): every rank copies its block of
 // the root's input into its output.
 #include "algorithms/peer_memory/peer_memory.h"
-#include "algorithms/registry.h"
 #include "kernels/dtype.h"
 
 namespace bagua {
@@ -21,13 +20,6 @@ double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n)
 }  // namespace
 
 extern const AlgorithmEntry kScatterPeerMemory;
-const AlgorithmEntry kScatterPeerMemory{Collective::kScatter,
-                                        "peer_memory",
-                                        peer_memory_supports,
-                                        cost,
-                                        run_peer_memory<scatter_plan>,
-                                        true,
-                                        false,
-                                        run_peer_memory_on_device<scatter_plan>};
+constinit const AlgorithmEntry kScatterPeerMemory = peer_memory_algorithm<scatter_plan>(Collective::kScatter, cost);
 
 }  // namespace bagua
