@@ -102,6 +102,9 @@ step() {
   step perf:kernels 90 $B/bagua_cuda_kernels_perf
   step perf:device 90 $RUN -n 2 $B/bagua_allreduce_perf -M device -b 4K -e 256M -f 4
   step perf:host 90 $RUN -n 2 $B/bagua_allreduce_perf -M host -b 4K -e 256M -f 4
+  # Two other collectives' IPC path (peer_memory from 1 MiB and 256 KiB on 2 ranks) and their staged sizes below.
+  step perf:device-others 90 $RUN -n 2 sh -c '"$0" -M device -b 64K -e 256M -f 16 && "$1" -M device -b 64K -e 256M -f 16' \
+    $B/bagua_allgather_perf $B/bagua_broadcast_perf
   # The quantized allreduce on device memory between two logical hosts on the one GPU, 64 MiB.
   step perf:quantized 90 $RUN -n 2 sh -c 'BAGUA_HOST_ID=gpu-check-host$BAGUA_RANK exec "$0" -M device -b 64M -e 64M' \
     $B/bagua_quantized_perf

@@ -284,18 +284,18 @@ StagedBuffers stage_buffers(Comm& comm, bagua_opkind_t kind, void* stream, int d
   return staged;
 }
 
-// A call that an in-host device algorithm runs (AlgorithmEntry::build_on_device): staging is leased and laid out
-// only if the ranks decide to stage; its size is checked against the limit now.
+// A call that an in-host device algorithm runs (AlgorithmEntry::build_on_device): staging is allocated and laid out
+// only if the ranks decide to stage; its room under the limit is kept from the call on.
 std::unique_ptr<Operation> make_device_collective_in_host(Comm& comm, const CollectiveArgs& args, Algorithm algorithm,
                                                           const char* suffix) {
   DeviceProxy& proxy = comm.device_proxy();
   proxy.check_stream(args.stream);
   const StagingLayout layout = staging_layout(args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent);
-  proxy.check_staging_limit(layout.bytes);
-  auto op =
-      std::make_unique<DeviceOperation>(opkind_of(args.collective), proxy, args.stream, args.device, StagingLease());
+  // Room for the staging, kept in call order as every call's staging is; allocated only if the ranks stage.
+  auto op = std::make_unique<DeviceOperation>(opkind_of(args.collective), proxy, args.stream, args.device,
+                                              proxy.lease(layout.bytes, true, false));
   op->set_algorithm(collective_name(args.collective), algorithm->name);
-  op->defer_staging(layout.bytes, [layout, args](DeviceOperation& self) {
+  op->defer_staging([layout, args](DeviceOperation& self) {
     StagedBuffers staged = lay_out_staging(self, layout, args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent,
                                            args.collective == Collective::kAlltoallv);
     self.set_staged_buffers(staged.sendbuf, staged.recvbuf);

@@ -97,7 +97,7 @@ StagingLease& StagingLease::operator=(StagingLease&& other) noexcept {
 }
 
 void StagingLease::reset() {
-  if (pool_ != nullptr && ptr_ != nullptr) pool_->give_back(ptr_, bytes_);
+  if (pool_ != nullptr) pool_->give_back(ptr_, bytes_);
   pool_ = nullptr;
   ptr_ = nullptr;
   bytes_ = 0;
@@ -193,31 +193,24 @@ void DeviceOperation::issue(const std::function<void(DeviceStream)>& launch) {
 
 IpcCache& DeviceOperation::ipc_cache() { return proxy_.ipc_cache(); }
 
-void DeviceOperation::defer_staging(size_t bytes, std::function<void(DeviceOperation&)> lay_out) {
+void DeviceOperation::defer_staging(std::function<void(DeviceOperation&)> lay_out) {
   deferred_ = true;
-  deferred_bytes_ = bytes;
   lay_out_ = std::move(lay_out);
 }
 
-bool DeviceOperation::take_staging() {
-  if (staging_.data() != nullptr || !lay_out_) return true;
-  const auto now = std::chrono::steady_clock::now();
-  if (staging_wait_since_ == std::chrono::steady_clock::time_point{}) staging_wait_since_ = now;
-  StagingLease lease = proxy_.lease(deferred_bytes_, false);
-  if (lease.data() == nullptr) {
-    if (now - staging_wait_since_ > std::chrono::milliseconds(proxy_.comm().config().timeout_ms))
-      bagua::fail(
-          BAGUA_ERR_TIMEOUT,
-          "{}: waited {:.1f} s for {} bytes of staging memory (BAGUA_DEVICE_MEMORY_LIMIT = {} bytes is held by calls "
-          "in flight)",
-          description(), proxy_.comm().config().timeout_ms / 1000.0, deferred_bytes_,
-          proxy_.comm().config().device_memory_limit);
-    return false;
-  }
-  staging_ = std::move(lease);
-  proxy_.count_submitted_staging(staging_.bytes());  // the proxy's finish() gives it back as a submitted lease
-  lay_out_(*this);
-  return true;
+void DeviceOperation::take_staging() {
+  if (!lay_out_) return;
+  proxy_.fill(staging_);  // (the lease may hold an idle block already)
+  auto lay_out = std::move(lay_out_);
+  lay_out_ = nullptr;
+  lay_out(*this);
+}
+
+void DeviceOperation::release_staging() {
+  if (!lay_out_ || staging_.bytes() == 0) return;  // laid out: in use
+  const size_t bytes = staging_.bytes();
+  staging_.reset();
+  proxy_.uncount_submitted_staging(bytes);
 }
 
 void DeviceOperation::advance(Transport& transport) {
@@ -327,7 +320,7 @@ size_t DeviceProxy::check_staging_limit(size_t bytes) const {
   return bytes;
 }
 
-StagingLease DeviceProxy::lease(size_t bytes, bool wait) {
+StagingLease DeviceProxy::lease(size_t bytes, bool wait, bool allocate) {
   bytes = check_staging_limit(bytes);
   const size_t limit = comm_.config().device_memory_limit;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
@@ -340,7 +333,12 @@ StagingLease DeviceProxy::lease(size_t bytes, bool wait) {
       free_blocks_.erase(it);
       return lease;
     }
-    if (pool_bytes_ + bytes <= limit) {
+    if (pool_bytes_ + kept_bytes_ + bytes <= limit && !allocate) {
+      kept_bytes_ += bytes;
+      leased_bytes_ += bytes;
+      return StagingLease(this, nullptr, bytes);
+    }
+    if (pool_bytes_ + kept_bytes_ + bytes <= limit) {
       pool_bytes_ += bytes;  // reserved while allocating outside the lock
       lock.unlock();
       void* p = nullptr;
@@ -393,9 +391,33 @@ StagingLease DeviceProxy::lease(size_t bytes, bool wait) {
   }
 }
 
+void DeviceProxy::fill(StagingLease& lease) {
+  if (lease.ptr_ != nullptr || lease.bytes_ == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    kept_bytes_ -= lease.bytes_;
+    pool_bytes_ += lease.bytes_;  // within the limit: the room was kept
+  }
+  void* p = nullptr;
+  try {
+    p = runtime_.alloc_mapped(lease.bytes_);
+  } catch (...) {
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (p == nullptr) {
+    pool_bytes_ -= lease.bytes_;
+    kept_bytes_ += lease.bytes_;  // the lease still holds its room; its reset gives it back
+    fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate {} bytes of pinned staging memory", lease.bytes_);
+  }
+  lease.ptr_ = p;
+}
+
 void DeviceProxy::give_back(void* ptr, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  free_blocks_.emplace(bytes, ptr);
+  if (ptr != nullptr)
+    free_blocks_.emplace(bytes, ptr);
+  else
+    kept_bytes_ -= bytes;  // room that was never filled
   leased_bytes_ -= bytes;
   changed_.notify_all();
 }

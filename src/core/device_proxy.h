@@ -27,7 +27,8 @@ namespace bagua {
 class Comm;
 class DeviceProxy;
 
-// A block of the staging pool, returned to it on destruction.
+// A block of the staging pool, returned to it on destruction; or, with no block yet, room for one that the limit
+// keeps for it (DeviceProxy::lease with allocate = false, DeviceProxy::fill).
 class StagingLease {
  public:
   StagingLease() = default;
@@ -40,6 +41,7 @@ class StagingLease {
   size_t bytes() const { return bytes_; }
 
  private:
+  friend class DeviceProxy;
   DeviceProxy* pool_ = nullptr;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
@@ -103,14 +105,16 @@ class DeviceOperation final : public Operation {
   // The host operation on the staging memory, built once the input is there; the sequence number is already taken.
   void set_host_operation(std::function<std::unique_ptr<Operation>()> build, std::string description);
 
-  // An in-host device algorithm (algorithms/allreduce/direct.cc) decides at run time whether to stage: the host
-  // operation is then built as soon as the input is ready, and staging is leased, laid out (lay_out registers the
+  // An in-host device algorithm (algorithms/peer_memory) decides at run time whether to stage: the operation is
+  // made with a lease that holds only room (granted at the call, in call order, like any call's staging), the host
+  // operation is built as soon as the input is ready, and the staging is allocated, laid out (lay_out registers the
   // copies and staged buffers on staging()) and copied only when it asks.
-  void defer_staging(size_t bytes, std::function<void(DeviceOperation&)> lay_out);
-  // For that host operation, on the proxy thread: lease and lay out the staging without waiting; false: not yet,
-  // ask again (throws TIMEOUT after BAGUA_TIMEOUT). Then copy the input in (staged_in() tells when it is there) and
-  // the output back at the end.
-  bool take_staging();
+  void defer_staging(std::function<void(DeviceOperation&)> lay_out);
+  // For that host operation, on the proxy thread: allocate (the room is kept: no wait) and lay out the staging. Then
+  // copy the input in (staged_in() tells when it is there) and the output back at the end.
+  void take_staging();
+  // It will not stage: the room goes back to other calls now.
+  void release_staging();
   void set_staged_buffers(const void* send, void* recv) {
     staged_send_ = send;
     staged_recv_ = recv;
@@ -164,9 +168,7 @@ class DeviceOperation final : public Operation {
   Phase phase_ = Phase::kWaitInput;
   bool deferred_ = false;
   bool copy_out_wanted_ = false;
-  size_t deferred_bytes_ = 0;
   std::function<void(DeviceOperation&)> lay_out_;
-  std::chrono::steady_clock::time_point staging_wait_since_{};
   const void* staged_send_ = nullptr;
   void* staged_recv_ = nullptr;
   uint64_t host_events_ = 0, host_bytes_ = 0;
@@ -192,8 +194,12 @@ class DeviceProxy {
   // on (thread ranks need a stream each). No side effect.
   void check_stream(DeviceStream stream) const;
   // A staging block of `bytes`; waits for submitted operations to return theirs, up to the timeout. wait = false
-  // (the proxy thread): an empty lease instead of waiting.
-  StagingLease lease(size_t bytes, bool wait = true);
+  // (the proxy thread): an empty lease instead of waiting. allocate = false: where no idle block fits, only room
+  // under the limit, kept for this lease until fill() allocates it (so leases are granted in call order even when
+  // the memory is allocated later, or never).
+  StagingLease lease(size_t bytes, bool wait = true, bool allocate = true);
+  // Allocates the block of a lease that holds only room (never waits: the room is kept). Throws when out of memory.
+  void fill(StagingLease& lease);
   // Throws when `bytes` of staging exceed BAGUA_DEVICE_MEMORY_LIMIT; else the size a lease of it takes.
   size_t check_staging_limit(size_t bytes) const;
   // Staging memory allocated now, free or leased, and held by submitted operations (for tests).
@@ -205,10 +211,11 @@ class DeviceProxy {
     std::lock_guard<std::mutex> lock(mutex_);
     return submitted_bytes_;
   }
-  // A submitted operation leased staging after its submission (DeviceOperation::take_staging).
-  void count_submitted_staging(size_t bytes) {
+  // A submitted operation handed its staging (or its room) back before it ended.
+  void uncount_submitted_staging(size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    submitted_bytes_ += bytes;
+    submitted_bytes_ -= bytes;
+    changed_.notify_all();
   }
   // Parks the stream's later work on a fresh gate.
   std::shared_ptr<StreamGate> park(DeviceStream stream);
@@ -252,7 +259,8 @@ class DeviceProxy {
   // memory waits for the device, including streams parked on our gates.
   std::multimap<size_t, void*> free_blocks_;
   size_t pool_bytes_ = 0;       // allocated (free or leased) or being allocated
-  size_t leased_bytes_ = 0;     // held by operations, submitted or not
+  size_t leased_bytes_ = 0;     // held by operations, submitted or not (blocks and kept room)
+  size_t kept_bytes_ = 0;       // room under the limit kept for leases not filled yet
   size_t submitted_bytes_ = 0;  // held by submitted operations, which give them back
   // Gate words: pages of host-mapped memory, a generation per slot.
   std::vector<uint32_t*> gate_pages_;

@@ -35,7 +35,8 @@ struct PeerBuffers {
   uint64_t sendbuf = 0, recvbuf = 0;
   uint64_t send_extent = 0, recv_extent = 0;  // bytes
   uint64_t count = 0;
-  uint64_t offset_for_you = 0, bytes_for_you = 0;  // alltoall(v): this rank's block for the receiver
+  // alltoall(v): this rank's block for the receiver, and the bytes it expects from the receiver (both sides check).
+  uint64_t offset_for_you = 0, bytes_for_you = 0, bytes_from_you = 0;
   uint32_t collective = 0, dtype = 0, op = 0;
   int32_t root = 0;
   // Device calls only: where the buffers live and, when peers can map them, how.
@@ -46,15 +47,22 @@ struct PeerBuffers {
   uint64_t send_base = 0, send_buffer_id = 0, recv_base = 0, recv_buffer_id = 0;
   IpcHandle send_handle{}, recv_handle{};
 };
-static_assert(sizeof(PeerBuffers) == 392, "tests/mp/mp_allreduce.cc counts the bytes this message adds");
+static_assert(sizeof(PeerBuffers) == 400, "tests/mp/mp_allreduce.cc counts the bytes this message adds");
 
 // Describes this rank's device buffers for its peers (round 0).
 void describe_device_buffers(DeviceRuntime& runtime, const CollectiveArgs& a, PeerBuffers* mine) {
   mine->memory = kDeviceStaged;
   DeviceAllocation send{}, recv{};
   const bool has_send = a.send_extent > 0, has_recv = a.recv_extent > 0;
-  if ((has_send && (!runtime.allocation(a.sendbuf, &send) || !send.exportable)) ||
-      (has_recv && (!runtime.allocation(a.recvbuf, &recv) || !recv.exportable)))
+  // A buffer must lie within its allocation for peers to use it through the mapping (a call on a buffer shorter
+  // than its count stages, and its copy fails here rather than a peer's kernel elsewhere).
+  auto mappable = [&runtime](const void* buffer, size_t extent, DeviceAllocation* allocation) {
+    const auto at = reinterpret_cast<uintptr_t>(buffer);
+    return runtime.allocation(buffer, allocation) && allocation->exportable && at >= allocation->base &&
+           extent <= allocation->bytes - (at - allocation->base);
+  };
+  if ((has_send && !mappable(a.sendbuf, a.send_extent, &send)) ||
+      (has_recv && !mappable(a.recvbuf, a.recv_extent, &recv)))
     return;
   try {
     mine->gpu = runtime.gpu_id(a.device);
@@ -137,6 +145,9 @@ struct PeerMemoryWork {
       if (alltoall && p.bytes_for_you != layout.recv_bytes(r))
         fail(BAGUA_ERR_INVALID_USAGE, "rank {} sends this rank {} elements of {}, this rank receives {}", r,
              p.bytes_for_you / elem, name(), layout.recv_bytes(r) / elem);
+      if (alltoall && p.bytes_from_you != layout.send_bytes(r))
+        fail(BAGUA_ERR_INVALID_USAGE, "rank {} receives {} elements of {} from this rank, this rank sends {}", r,
+             p.bytes_from_you / elem, name(), layout.send_bytes(r) / elem);
     }
   }
 
@@ -193,6 +204,8 @@ struct PeerMemoryWork {
       if (!on_ipc) break;
     }
     if (!on_ipc) return;
+    if (device == nullptr && (!plan.copies.empty() || !plan.reductions.empty()))
+      fail(BAGUA_ERR_INTERNAL, "{}: a plan without device buffers on IPC", name());
     try {
       map_peers();
     } catch (const Error& e) {
@@ -223,17 +236,20 @@ struct PeerMemoryWork {
                          : "staged (a rank is on host or unmappable memory, GPUs cannot reach each other, or a "
                            "mapping failed)");
     }
-    if (on_ipc) return;
+    if (on_ipc) {
+      if (device != nullptr) device->release_staging();
+      return;
+    }
     mappings.clear();
     for (int r = 0; r < nranks; ++r)
       if (r != rank && on_device_memory(peers[r])) addresses.recvs.push_back({r, &peers[r], sizeof(PeerBuffers)});
     if (!on_device_memory(mine)) return;
     for (int r = 0; r < nranks; ++r)
       if (r != rank) addresses.sends.push_back({r, &mine_for[r], sizeof(PeerBuffers)});
-    // The staging addresses go out once the input is staged (the staging is leased now, without waiting).
+    // The staging addresses go out once the input is staged.
     addresses.ready = [this] {
       if (!staging_asked) {
-        if (!device->take_staging()) return false;
+        device->take_staging();
         staging_asked = true;
         args.sendbuf = device->staged_send();
         args.recvbuf = device->staged_recv();
@@ -283,8 +299,6 @@ struct PeerMemoryWork {
       for (const PeerSpan& s : r.sources) use(s);
       for (const PeerSpan& s : r.destinations) use(s);
     }
-    if (!used.empty() && device == nullptr)
-      fail(BAGUA_ERR_INTERNAL, "{}: a plan without device buffers on IPC", name());
     mapped_send.assign(nranks, nullptr);
     mapped_recv.assign(nranks, nullptr);
     mapped_send[rank] = static_cast<uint8_t*>(const_cast<void*>(args.sendbuf));
@@ -428,6 +442,8 @@ std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& a, const Sc
                                                PeerPlanBuilder plan, DeviceOperation* device) {
   auto s = std::make_unique<Schedule>(ctx);
   if (ctx.nranks == 1) {
+    if (device != nullptr)
+      fail(BAGUA_ERR_INTERNAL, "{}: one rank's device call on the in-host path", collective_name(a.collective));
     PeerCallFacts call{0, 1, a, {0}, {0}};
     const AlltoallLayout layout = alltoall_layout(a, 1);
     if (a.collective == Collective::kAlltoall || a.collective == Collective::kAlltoallv) {
@@ -483,10 +499,12 @@ std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& a, const Sc
   for (int p = 0; p < ctx.nranks && alltoall; ++p) {
     w->mine_for[p].offset_for_you = layout.send_off(p);
     w->mine_for[p].bytes_for_you = layout.send_bytes(p);
+    w->mine_for[p].bytes_from_you = layout.recv_bytes(p);
   }
   if (alltoall) {
     mine.offset_for_you = layout.send_off(ctx.rank);
     mine.bytes_for_you = layout.send_bytes(ctx.rank);
+    mine.bytes_from_you = layout.recv_bytes(ctx.rank);
   }
   w->check_peers = ctx.check_peers;
   w->peers.resize(ctx.nranks);
