@@ -6,9 +6,7 @@
 
 namespace bagua {
 
-namespace {
-
-PeerPlan allgather_plan(const PeerCallFacts& call) {
+PeerPlan allgather_peer_plan(const PeerCallFacts& call) {
   PeerPlan plan;
   const size_t bytes = call.args.count * datatype_size(call.args.dtype);
   for (int r = 0; r < call.nranks; ++r)
@@ -16,12 +14,14 @@ PeerPlan allgather_plan(const PeerCallFacts& call) {
   return plan;
 }
 
+namespace {
+
 double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n); }
 
 }  // namespace
 
 extern const AlgorithmEntry kAllgatherPeerMemory;
 constinit const AlgorithmEntry kAllgatherPeerMemory =
-    peer_memory_algorithm<allgather_plan>(Collective::kAllgather, cost);
+    peer_memory_algorithm<allgather_peer_plan>(Collective::kAllgather, cost);
 
 }  // namespace bagua

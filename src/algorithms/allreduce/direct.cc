@@ -13,9 +13,7 @@
 
 namespace bagua {
 
-namespace {
-
-PeerPlan allreduce_plan(const PeerCallFacts& call) {
+PeerPlan allreduce_peer_plan(const PeerCallFacts& call) {
   PeerPlan plan;
   const size_t elem = datatype_size(call.args.dtype);
   const size_t count = ring::chunk_size(call.args.count, call.nranks, call.rank);
@@ -31,6 +29,8 @@ PeerPlan allreduce_plan(const PeerCallFacts& call) {
   return plan;
 }
 
+namespace {
+
 // Its block read from every peer and written into every peer. Calibrated on its own (docs/algorithms.md: faster than
 // the ring from 64 KiB on 2 ranks), without the setup term of the other peer_memory algorithms.
 double cost(const CostTerms& t) { return peer_memory_cost(t, 2 * (t.n - 1), t.m / t.n, t.frac * t.m, 0.0); }
@@ -44,9 +44,9 @@ const AlgorithmEntry kAllreduceDirect{Collective::kAllreduce,
                                       "direct",
                                       peer_memory_supports,
                                       cost,
-                                      run_peer_memory<allreduce_plan>,
+                                      run_peer_memory<allreduce_peer_plan>,
                                       true,
                                       false,
-                                      run_peer_memory_on_device<allreduce_plan>};
+                                      run_peer_memory_on_device<allreduce_peer_plan>};
 
 }  // namespace bagua

@@ -5,9 +5,7 @@
 
 namespace bagua {
 
-namespace {
-
-PeerPlan alltoall_plan(const PeerCallFacts& call) {
+PeerPlan alltoall_peer_plan(const PeerCallFacts& call) {
   PeerPlan plan;
   const AlltoallLayout layout = alltoall_layout(call.args, call.nranks);
   for (int r = 0; r < call.nranks; ++r)
@@ -16,16 +14,19 @@ PeerPlan alltoall_plan(const PeerCallFacts& call) {
   return plan;
 }
 
+namespace {
+
 double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n); }
 
 }  // namespace
 
 extern const AlgorithmEntry kAlltoallPeerMemory;
-constinit const AlgorithmEntry kAlltoallPeerMemory = peer_memory_algorithm<alltoall_plan>(Collective::kAlltoall, cost);
+constinit const AlgorithmEntry kAlltoallPeerMemory =
+    peer_memory_algorithm<alltoall_peer_plan>(Collective::kAlltoall, cost);
 
 // Chosen as for an empty message like every alltoallv algorithm (its counts differ per rank): after shared memory.
 extern const AlgorithmEntry kAlltoallvPeerMemory;
 constinit const AlgorithmEntry kAlltoallvPeerMemory =
-    peer_memory_algorithm<alltoall_plan>(Collective::kAlltoallv, cost);
+    peer_memory_algorithm<alltoall_peer_plan>(Collective::kAlltoallv, cost);
 
 }  // namespace bagua

@@ -5,14 +5,14 @@
 
 namespace bagua {
 
-namespace {
-
-PeerPlan broadcast_plan(const PeerCallFacts& call) {
+PeerPlan broadcast_peer_plan(const PeerCallFacts& call) {
   PeerPlan plan;
   plan.copy({call.rank, PeerBufferKind::kRecv, 0}, {call.args.root, PeerBufferKind::kSend, 0},
             call.args.count * datatype_size(call.args.dtype));
   return plan;
 }
+
+namespace {
 
 double cost(const CostTerms& t) { return peer_memory_cost(t, 1, t.m); }
 
@@ -20,6 +20,6 @@ double cost(const CostTerms& t) { return peer_memory_cost(t, 1, t.m); }
 
 extern const AlgorithmEntry kBroadcastPeerMemory;
 constinit const AlgorithmEntry kBroadcastPeerMemory =
-    peer_memory_algorithm<broadcast_plan>(Collective::kBroadcast, cost);
+    peer_memory_algorithm<broadcast_peer_plan>(Collective::kBroadcast, cost);
 
 }  // namespace bagua

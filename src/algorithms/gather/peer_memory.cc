@@ -5,14 +5,14 @@
 
 namespace bagua {
 
-namespace {
-
-PeerPlan gather_plan(const PeerCallFacts& call) {
+PeerPlan gather_peer_plan(const PeerCallFacts& call) {
   PeerPlan plan;
   const size_t bytes = call.args.count * datatype_size(call.args.dtype);
   plan.copy({call.args.root, PeerBufferKind::kRecv, call.rank * bytes}, {call.rank, PeerBufferKind::kSend, 0}, bytes);
   return plan;
 }
+
+namespace {
 
 // What the root's memory takes in.
 double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n); }
@@ -20,6 +20,6 @@ double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n)
 }  // namespace
 
 extern const AlgorithmEntry kGatherPeerMemory;
-constinit const AlgorithmEntry kGatherPeerMemory = peer_memory_algorithm<gather_plan>(Collective::kGather, cost);
+constinit const AlgorithmEntry kGatherPeerMemory = peer_memory_algorithm<gather_peer_plan>(Collective::kGather, cost);
 
 }  // namespace bagua

@@ -76,6 +76,16 @@ struct PeerCallFacts {
 };
 using PeerPlanBuilder = PeerPlan (*)(const PeerCallFacts& call);
 
+// Each collective's plan (in its folder; declared here for the unit test of their rules).
+PeerPlan allreduce_peer_plan(const PeerCallFacts& call);
+PeerPlan reduce_scatter_peer_plan(const PeerCallFacts& call);
+PeerPlan allgather_peer_plan(const PeerCallFacts& call);
+PeerPlan broadcast_peer_plan(const PeerCallFacts& call);
+PeerPlan reduce_peer_plan(const PeerCallFacts& call);
+PeerPlan alltoall_peer_plan(const PeerCallFacts& call);  // alltoall and alltoallv
+PeerPlan gather_peer_plan(const PeerCallFacts& call);
+PeerPlan scatter_peer_plan(const PeerCallFacts& call);
+
 // The schedule of a call; device: the device operation of a call on device memory (args holds its device buffers).
 std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& args, const ScheduleContext& ctx,
                                                PeerPlanBuilder plan, DeviceOperation* device);

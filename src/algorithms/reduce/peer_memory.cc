@@ -8,9 +8,7 @@
 
 namespace bagua {
 
-namespace {
-
-PeerPlan reduce_plan(const PeerCallFacts& call) {
+PeerPlan reduce_peer_plan(const PeerCallFacts& call) {
   PeerPlan plan;
   const size_t count = ring::chunk_size(call.args.count, call.nranks, call.rank);
   if (count == 0) return plan;
@@ -23,11 +21,13 @@ PeerPlan reduce_plan(const PeerCallFacts& call) {
   return plan;
 }
 
+namespace {
+
 double cost(const CostTerms& t) { return peer_memory_cost(t, t.n, t.m / t.n, t.frac * t.m); }
 
 }  // namespace
 
 extern const AlgorithmEntry kReducePeerMemory;
-constinit const AlgorithmEntry kReducePeerMemory = peer_memory_algorithm<reduce_plan>(Collective::kReduce, cost);
+constinit const AlgorithmEntry kReducePeerMemory = peer_memory_algorithm<reduce_peer_plan>(Collective::kReduce, cost);
 
 }  // namespace bagua

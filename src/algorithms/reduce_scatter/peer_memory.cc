@@ -6,9 +6,7 @@
 
 namespace bagua {
 
-namespace {
-
-PeerPlan reduce_scatter_plan(const PeerCallFacts& call) {
+PeerPlan reduce_scatter_peer_plan(const PeerCallFacts& call) {
   PeerPlan plan;
   const size_t count = call.args.count, at = call.rank * count * datatype_size(call.args.dtype);
   if (count == 0) return plan;
@@ -19,12 +17,14 @@ PeerPlan reduce_scatter_plan(const PeerCallFacts& call) {
   return plan;
 }
 
+namespace {
+
 double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n, t.frac * t.m); }
 
 }  // namespace
 
 extern const AlgorithmEntry kReduceScatterPeerMemory;
 constinit const AlgorithmEntry kReduceScatterPeerMemory =
-    peer_memory_algorithm<reduce_scatter_plan>(Collective::kReduceScatter, cost);
+    peer_memory_algorithm<reduce_scatter_peer_plan>(Collective::kReduceScatter, cost);
 
 }  // namespace bagua
