@@ -400,6 +400,23 @@ std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kin
   return std::move(staged.op);
 }
 
+std::unique_ptr<Operation> make_device_computed_relaxation(Comm& comm, bagua_opkind_t kind,
+                                                           const RelaxationBuffers& buffers, void* stream,
+                                                           size_t staging_bytes, TagKind tag_kind,
+                                                           bagua_datatype_t dtype, bagua_redop_t op,
+                                                           CallDetails details, const char* name,
+                                                           DeviceRelaxationBuilder build) {
+  std::unique_ptr<DeviceOperation> device_op =
+      prepare_device_operation(comm, kind, stream, buffers.device, staging_bytes);
+  // Nothing can fail from here on: the sequence number is taken in call order.
+  ScheduleContext ctx = make_context(comm, tag_kind, dtype, op, details);
+  std::string description =
+      fmt::format("{} #{} ({} bytes, device, compressed on the device)", name, ctx.sequence, buffers.bytes);
+  DeviceOperation* self = device_op.get();
+  device_op->set_host_operation([build = std::move(build), self, ctx] { return build(*self, ctx); }, description);
+  return device_op;
+}
+
 namespace {
 
 // Point to point on either memory: the checks, then on device memory the staging (copied in for a send, out for a

@@ -16,6 +16,8 @@
 
 namespace bagua {
 
+class DeviceOperation;
+
 // Checks `args` for its collective against this communicator; throws INVALID_ARGUMENT (NOT_SUPPORTED for device
 // memory) with no side effect. The dispatcher calls it; the relaxations call it for their own buffers.
 void check_collective_args(const Comm& comm, CollectiveArgs& args);
@@ -40,6 +42,16 @@ std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kin
                                                   void* stream, TagKind tag_kind, bagua_datatype_t dtype,
                                                   bagua_redop_t op, CallDetails details, const char* name,
                                                   RelaxationBuilder build);
+// A relaxation that runs its own kernels on device memory (the quantized allreduce's flat form): no copies in or
+// out, only `staging_bytes` of mapped staging for what crosses the wire; build(operation, context) runs on the
+// proxy once the stream has reached the call, and launches its work through the operation (issue_work).
+using DeviceRelaxationBuilder = std::function<std::unique_ptr<Operation>(DeviceOperation&, const ScheduleContext&)>;
+std::unique_ptr<Operation> make_device_computed_relaxation(Comm& comm, bagua_opkind_t kind,
+                                                           const RelaxationBuffers& buffers, void* stream,
+                                                           size_t staging_bytes, TagKind tag_kind,
+                                                           bagua_datatype_t dtype, bagua_redop_t op,
+                                                           CallDetails details, const char* name,
+                                                           DeviceRelaxationBuilder build);
 
 // The context of the next operation on comm: takes its sequence number, so build nothing that can fail after.
 // details: what else every rank's call must agree on; it enters the call's fingerprint (core/tags.h).

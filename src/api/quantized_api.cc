@@ -50,6 +50,18 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     // The operation is built on the device proxy's thread, where a call below the full-precision size picks an
     // allreduce algorithm: make the communicator's selector here, on the caller's thread, so that it only reads.
     selector_of(comm);
+    const QuantizedArgs args{sendbuf, recvbuf, count, dtype, op};
+    if (compresses_on_device(comm, args, codec, impl))
+      return make_device_computed_relaxation(
+          comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, quantized_device_staging_bytes(comm, args, codec),
+          TagKind::kQuantized, dtype, op, quantized_details(count, codec), "quantized_allreduce",
+          [&comm, args, codec, impl, in_queue = queued_on(impl)](DeviceOperation& device, const ScheduleContext& ctx) {
+            if (impl && impl->busy)
+              fail(BAGUA_ERR_INVALID_USAGE,
+                   "the qstate is in use by an earlier call that has not finished "
+                   "(order a state's calls on one stream)");
+            return build_quantized_allreduce(comm, args, codec, impl, &ctx, &device);
+          });
     return make_device_relaxation(
         comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, TagKind::kQuantized, dtype, op,
         quantized_details(count, codec), "quantized_allreduce",
@@ -104,6 +116,7 @@ bagua_status_t bagua_qstate_residual(bagua_qstate_t state, float* residual, size
       fail(BAGUA_ERR_INVALID_ARGUMENT, "count {} differs from the state's {}", count, state->impl->count());
     if (state->impl->busy || state->impl->queued > 0)
       fail(BAGUA_ERR_INVALID_USAGE, "state is in use by an operation that has not completed");
+    state->impl->residual_to_host();
     state->impl->residual(residual);
   });
 }

@@ -228,6 +228,9 @@ class DeviceProxy {
   void count_in_host_call(bool through_ipc) { (through_ipc ? in_host_through_ipc_ : in_host_staged_)++; }
   uint64_t in_host_through_ipc() const { return in_host_through_ipc_.load(); }
   uint64_t in_host_staged() const { return in_host_staged_.load(); }
+  // Quantized allreduces that compressed on the device (the others of device memory were staged).
+  void count_compressed_on_device() { compressed_on_device_++; }
+  uint64_t compressed_on_device() const { return compressed_on_device_.load(); }
   // Orders the operation on its stream (input event and gate, or for a request the input event only), starts it
   // and hands it to the proxy thread; `completion`, when given, learns its end. The sequence number is already
   // taken, so a failure here fails the communicator.
@@ -270,7 +273,7 @@ class DeviceProxy {
   std::unique_ptr<IpcCache> ipc_cache_;
   std::mutex closes_mutex_;
   std::vector<std::pair<void*, int>> pending_closes_;
-  std::atomic<uint64_t> in_host_through_ipc_{0}, in_host_staged_{0};
+  std::atomic<uint64_t> in_host_through_ipc_{0}, in_host_staged_{0}, compressed_on_device_{0};
   std::thread thread_;
 };
 

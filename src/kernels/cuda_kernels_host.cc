@@ -27,6 +27,10 @@ void sign_compress(const float*, size_t, size_t, float*, uint8_t*, void*) { no_c
 void sign_decompress(const uint8_t*, size_t, size_t, float*, void*) { no_cuda(); }
 void cast_from_float(const float*, size_t, void*, bagua_datatype_t, void*) { no_cuda(); }
 void cast_to_float(const void*, bagua_datatype_t, size_t, float*, void*) { no_cuda(); }
+void compress_floats(const CompressionSpec&, const float*, size_t, float*, const RoundingKey&, uint8_t*, void*) {
+  no_cuda();
+}
+void decompress_floats(const CompressionSpec&, const uint8_t*, size_t, float*, bool, void*) { no_cuda(); }
 void bagua_u8_compress(const float*, size_t, uint8_t*, void*) { no_cuda(); }
 void bagua_u8_decompress(const uint8_t*, size_t, float*, void*) { no_cuda(); }
 

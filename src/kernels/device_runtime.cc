@@ -44,6 +44,16 @@ class HostOnlyRuntime final : public DeviceRuntime {
     unavailable();
   }
   void divide_async(void*, size_t, bagua_datatype_t, int, DeviceStream) override { unavailable(); }
+  void compress_async(const CompressionSpec&, const float*, size_t, float*, const RoundingKey&, uint8_t*,
+                      DeviceStream) override {
+    unavailable();
+  }
+  void decompress_async(const CompressionSpec&, const uint8_t*, size_t, float*, bool, DeviceStream) override {
+    unavailable();
+  }
+  void convert_async(void*, bagua_datatype_t, const void*, bagua_datatype_t, size_t, DeviceStream) override {
+    unavailable();
+  }
   void synchronize(DeviceStream, int) override { unavailable(); }
   void set_device(int) override {}
   void enter_library_thread() override {}

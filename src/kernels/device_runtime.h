@@ -13,6 +13,7 @@
 
 #include "bagua/bagua.h"
 #include "kernels/memory_type.h"
+#include "kernels/quantize.h"
 
 namespace bagua {
 
@@ -96,6 +97,16 @@ class DeviceRuntime {
   virtual void reduce_async(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype,
                             bagua_redop_t op, DeviceStream stream) = 0;
   virtual void divide_async(void* dst, size_t count, bagua_datatype_t dtype, int divisor, DeviceStream stream) = 0;
+  // Stream-ordered compression of fp32 values (kernels/quantize.h): the CPU reference's bytes. Every pointer is
+  // device memory or alloc_mapped memory.
+  virtual void compress_async(const CompressionSpec& spec, const float* x, size_t count, float* error,
+                              const RoundingKey& key, uint8_t* out, DeviceStream stream) = 0;
+  // out = deq(in), or with accumulate out += deq(in).
+  virtual void decompress_async(const CompressionSpec& spec, const uint8_t* in, size_t count, float* out,
+                                bool accumulate, DeviceStream stream) = 0;
+  // fp32 <-> fp16/bf16 (one side is BAGUA_FLOAT32; the same types copy).
+  virtual void convert_async(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type,
+                             size_t count, DeviceStream stream) = 0;
   // Blocks until the stream's work is done; throws TIMEOUT after timeout_ms.
   virtual void synchronize(DeviceStream stream, int timeout_ms) = 0;
   // Makes `device` current for this thread's next calls (the library's own threads only).

@@ -250,6 +250,23 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   void divide_async(void* dst, size_t count, bagua_datatype_t dtype, int divisor, DeviceStream stream) override {
     stream_of(stream)->enqueue([=] { divide_by(dst, count, dtype, divisor); });
   }
+  void compress_async(const CompressionSpec& spec, const float* x, size_t count, float* error, const RoundingKey& key,
+                      uint8_t* out, DeviceStream stream) override {
+    stream_of(stream)->enqueue([=] { compress_floats(spec, x, count, error, key, out); });
+  }
+  void decompress_async(const CompressionSpec& spec, const uint8_t* in, size_t count, float* out, bool accumulate,
+                        DeviceStream stream) override {
+    stream_of(stream)->enqueue([=] {
+      if (accumulate)
+        decompress_accumulate_floats(spec, in, count, out);
+      else
+        decompress_floats(spec, in, count, out);
+    });
+  }
+  void convert_async(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type, size_t count,
+                     DeviceStream stream) override {
+    stream_of(stream)->enqueue([=] { convert_floats(dst, dst_type, src, src_type, count); });
+  }
   void synchronize(DeviceStream stream, int timeout_ms) override {
     StandinStream* s = stream_of(stream);
     uint64_t target = s->enqueued();

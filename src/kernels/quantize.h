@@ -66,4 +66,21 @@ void sign_decompress_accumulate(const uint8_t* in, size_t count, size_t chunk, f
 void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t dtype);
 void cast_to_float(const void* in, bagua_datatype_t dtype, size_t count, float* out);
 
+// One wire format of the quantized allreduce on fp32 values: min-max (bits, chunk), sign (chunk), or fp16/bf16
+// (a cast; with error feedback e = t - float(cast(t)) as the others). key.stochastic selects stochastic min-max.
+struct CompressionSpec {
+  bagua_compress_kind_t kind = BAGUA_COMPRESS_MINMAX;
+  MinMaxFormat format;
+};
+size_t compressed_bytes(const CompressionSpec& spec, size_t count);
+// out = q(x (+ error)); error, when not NULL, becomes what was lost. The CPU reference; the CUDA versions
+// (kernels/cuda/cuda_kernels.h) give the same bytes.
+void compress_floats(const CompressionSpec& spec, const float* x, size_t count, float* error, const RoundingKey& key,
+                     uint8_t* out);
+void decompress_floats(const CompressionSpec& spec, const uint8_t* in, size_t count, float* out);
+// acc[i] += deq(in)[i] (a NaN sum is the canonical NaN)
+void decompress_accumulate_floats(const CompressionSpec& spec, const uint8_t* in, size_t count, float* acc);
+// fp32 <-> fp16/bf16 (one side is BAGUA_FLOAT32; the same types copy).
+void convert_floats(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type, size_t count);
+
 }  // namespace bagua

@@ -1,8 +1,10 @@
 // CUDA kernels against the CPU reference, bit for bit: reductions for every datatype and op (random bit
 // patterns, so NaN, Inf and subnormals too), averages, min-max codes with nearest and stochastic rounding
-// (same key), and decompress-accumulate. Exits 77 (skipped) without a CUDA device.
+// (same key), decompress-accumulate, and the quantized allreduce's wire formats. Exits 77 (skipped) without a CUDA
+// device.
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -219,6 +221,62 @@ void other_kernels() {
   }
 }
 
+// The quantized allreduce's wire formats as the device path runs them (cuda::compress_floats and
+// decompress_floats against kernels/quantize.h's CompressionSpec functions): codes, error feedback, decompress and
+// decompress-accumulate, with an Inf, a NaN and a large value among the inputs.
+void wire_formats() {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const size_t n = 50003;
+  std::vector<float> x(n), err(n), acc(n);
+  for (auto& v : x) v = dist(rng);
+  for (auto& v : err) v = dist(rng) * 0.01f;
+  for (auto& v : acc) v = dist(rng);
+  x[7] = INFINITY;
+  x[3000] = NAN;
+  x[40000] = 70000.0f;  // beyond fp16's range
+  const CompressionSpec specs[] = {{BAGUA_COMPRESS_MINMAX, {8, 512}},  {BAGUA_COMPRESS_MINMAX, {4, 256}},
+                                   {BAGUA_COMPRESS_MINMAX, {2, 1024}}, {BAGUA_COMPRESS_MINMAX, {1, 4096}},
+                                   {BAGUA_COMPRESS_SIGN, {8, 1024}},   {BAGUA_COMPRESS_FP16, {8, 1024}},
+                                   {BAGUA_COMPRESS_BF16, {8, 1024}}};
+  for (const CompressionSpec& spec : specs) {
+    for (int feedback = 0; feedback < 2; ++feedback) {
+      const size_t bytes = compressed_bytes(spec, n);
+      const RoundingKey key{spec.kind == BAGUA_COMPRESS_MINMAX && feedback == 1, 5, 2, 1, 100};
+      std::vector<float> cpu_err = err;
+      std::vector<uint8_t> want(bytes);
+      compress_floats(spec, x.data(), n, feedback ? cpu_err.data() : nullptr, key, want.data());
+      float* dx = to_device(x);
+      float* de = to_device(err);
+      uint8_t* dq = to_device(std::vector<uint8_t>(bytes, 0xCD));
+      cuda::compress_floats(spec, dx, n, feedback ? de : nullptr, key, dq, nullptr);
+      cuda::synchronize(nullptr);
+      EXPECT(to_host(dq, bytes) == want, "wire format %d bits %d: codes differ", spec.kind, spec.format.bits);
+      if (feedback) {
+        std::vector<float> got = to_host(de, n);
+        EXPECT(std::memcmp(got.data(), cpu_err.data(), n * 4) == 0, "wire format %d bits %d: error feedback differs",
+               spec.kind, spec.format.bits);
+      }
+      std::vector<float> dec(n), dec_acc = acc;
+      decompress_floats(spec, want.data(), n, dec.data());
+      decompress_accumulate_floats(spec, want.data(), n, dec_acc.data());
+      float* dacc = to_device(acc);
+      cuda::decompress_floats(spec, dq, n, dx, false, nullptr);
+      cuda::decompress_floats(spec, dq, n, dacc, true, nullptr);
+      cuda::synchronize(nullptr);
+      std::vector<float> got = to_host(dx, n), got_acc = to_host(dacc, n);
+      EXPECT(std::memcmp(got.data(), dec.data(), n * 4) == 0, "wire format %d bits %d: decompress differs", spec.kind,
+             spec.format.bits);
+      EXPECT(std::memcmp(got_acc.data(), dec_acc.data(), n * 4) == 0,
+             "wire format %d bits %d: decompress-accumulate differs", spec.kind, spec.format.bits);
+      cudaFree(dx);
+      cudaFree(de);
+      cudaFree(dq);
+      cudaFree(dacc);
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -230,6 +288,7 @@ int main() {
   reductions();
   quantization();
   other_kernels();
+  wire_formats();
   std::printf("%s\n", g_failures ? "CUDA kernels: FAILED" : "CUDA kernels match the CPU bit for bit");
   return g_failures ? 1 : 0;
 }

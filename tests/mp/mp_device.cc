@@ -3,8 +3,9 @@
 //   semantics  the call returns before the operation completes; two communicators on two streams; the legacy
 //              default stream; non-blocking requests; send/recv and a collective in one group; many calls queued
 //              without a synchronize; freed and reallocated buffers; NULL and mixed-kind arguments
-//   failure    rank 1 leaves with an operation in flight: the survivors' stream synchronize returns within
-//              BAGUA_TIMEOUT + 2 s and the error is reported by the call's request and every later call
+//   failure [quantized]  rank 1 leaves with an operation in flight (an allreduce, or a quantized allreduce that
+//              compresses on the device): the survivors' stream synchronize returns within BAGUA_TIMEOUT + 2 s and
+//              the error is reported by the call's request and every later call
 //   abort      abort from another thread while device work is enqueued that cannot finish
 //   turn       a device alltoall waiting for its turn behind one whose stream is slow is not timed out
 //   limit      a call larger than BAGUA_DEVICE_MEMORY_LIMIT is a clear error with no side effect; a group that
@@ -276,24 +277,48 @@ int semantics(bagua_comm_t comm) {
 
 // Every rank enqueues a 32 MiB allreduce; rank 1 joins 200 ms late and leaves 5 ms after, with the operation in
 // flight everywhere. Run with BAGUA_TIMEOUT=4.
-int failure(bagua_comm_t comm) {
+// quantized: the call in flight is a quantized allreduce with error feedback that compresses on the device (flat
+// form), 8M floats; its state is free again once the stream is released.
+int failure(bagua_comm_t comm, bool quantized) {
   void* stream = g_rt->create_stream(0);
   DevBuf b(4 << 20);
   b.upload(stream);
   MP_OK(bagua_allreduce(b.dev, b.dev, 1024, BAGUA_INT64, BAGUA_SUM, comm, stream));
   sync(stream);
   MP_OK(bagua_barrier(comm, nullptr));
+  const size_t floats = b.host.size() * 2;
+  bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+  cfg.error_feedback = 1;
+  cfg.hierarchical = BAGUA_HIERARCHICAL_OFF;
+  bagua_qstate_t state = nullptr;
+  if (quantized) MP_OK(bagua_qstate_create(comm, floats, BAGUA_FLOAT32, &cfg, &state));
+  auto call_in_flight = [&] {
+    if (quantized) {
+      std::vector<float> halves(floats, 0.5f);
+      g_rt->copy_async(b.dev, halves.data(), floats * 4, stream);
+      sync(stream);
+      MP_OK(bagua_quantized_allreduce(b.dev, b.dev, floats, BAGUA_FLOAT32, BAGUA_SUM, &cfg, state, comm, stream));
+    } else {
+      MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    }
+  };
+  if (quantized) {  // one that completes, compressed on the device
+    const uint64_t before = comm->impl->device_proxy().compressed_on_device();
+    call_in_flight();
+    sync(stream);
+    MP_CHECK(comm->impl->device_proxy().compressed_on_device() == before + 1);
+  }
   if (g_rank == 1) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    call_in_flight();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::printf("rank 1: leaving with an allreduce in flight\n");
+    std::printf("rank 1: leaving with %s in flight\n", quantized ? "a quantized allreduce" : "an allreduce");
     std::fflush(stdout);
     _exit(0);
   }
   auto start = Clock::now();
   bagua_request_t req = nullptr;
-  MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+  call_in_flight();
   MP_OK(bagua_iallreduce(b.dev, b.dev, 1024, BAGUA_INT64, BAGUA_SUM, comm, &req));
   sync(stream);
   double took = since(start);
@@ -308,6 +333,13 @@ int failure(bagua_comm_t comm) {
   MP_CHECK(async == BAGUA_ERR_REMOTE || async == BAGUA_ERR_TIMEOUT);
   MP_CHECK(req_status == async);
   MP_CHECK(later == async);
+  if (quantized) {
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    bagua_status_t st;
+    while ((st = bagua_qstate_destroy(state)) != BAGUA_SUCCESS && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    MP_CHECK(st == BAGUA_SUCCESS);
+  }
   MP_OK(bagua_comm_destroy(comm));
   return 0;
 }
@@ -710,16 +742,111 @@ std::vector<uint8_t> relaxation_input(size_t count, bagua_datatype_t dtype, int 
   for (size_t i = 0; i < count; ++i)
     x[i] = static_cast<float>(static_cast<long long>((i * 7 + g_rank * 13 + step * 5) % 97) - 48) / 16.0f *
            static_cast<float>(1 + (i / 700 + g_rank) % 3);
-  std::vector<uint8_t> out(count * (dtype == BAGUA_FLOAT16 ? 2 : 4));
+  std::vector<uint8_t> out(count * (dtype == BAGUA_FLOAT32 ? 4 : 2));
   if (dtype == BAGUA_FLOAT32) {
     std::memcpy(out.data(), x.data(), out.size());
-  } else {  // every value above is exact in fp16: sixteenths of integers below 2^11
+  } else if (dtype == BAGUA_FLOAT16) {  // every value above is exact in fp16: sixteenths of integers below 2^11
     for (size_t i = 0; i < count; ++i) {
       _Float16 h = static_cast<_Float16>(x[i]);
       std::memcpy(out.data() + 2 * i, &h, 2);
     }
+  } else {  // and in bf16: at most 144 sixteenths, 8 significant bits
+    for (size_t i = 0; i < count; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &x[i], 4);
+      uint16_t b = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(out.data() + 2 * i, &b, 2);
+    }
   }
   return out;
+}
+
+// Every wire format of the quantized allreduce on device memory against the same calls on host memory, byte for
+// byte, residuals included: the oracle is the host path, whose CPU kernels the device kernels must match bit for
+// bit (kernels/quantize.h). Each case runs 3 steps on a device state: device, host, device memory (the error
+// feedback moves between device and host memory), against a host state that runs all 3 on host memory. Cases
+// with hierarchical OFF take the flat form, which compresses on the device: counted.
+int quantized_formats(bagua_comm_t comm, void* stream) {
+  struct Format {
+    const char* name;
+    bagua_compress_kind_t kind;
+    int bits, stochastic;
+  };
+  const Format formats[] = {{"minmax8", BAGUA_COMPRESS_MINMAX, 8, 0},
+                            {"minmax4", BAGUA_COMPRESS_MINMAX, 4, 0},
+                            {"minmax2", BAGUA_COMPRESS_MINMAX, 2, 0},
+                            {"minmax1", BAGUA_COMPRESS_MINMAX, 1, 0},
+                            {"minmax4-stochastic", BAGUA_COMPRESS_MINMAX, 4, 1},
+                            {"sign", BAGUA_COMPRESS_SIGN, 8, 0},
+                            {"fp16", BAGUA_COMPRESS_FP16, 8, 0},
+                            {"bf16", BAGUA_COMPRESS_BF16, 8, 0}};
+  const size_t count = 20011;  // blocks not a multiple of the chunk
+  int index = 0;
+  for (const Format& f : formats) {
+    for (bagua_datatype_t dtype : {BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_BFLOAT16}) {
+      ++index;
+      const bool in_place = index % 2 == 0, flat = index % 3 != 0, feedback = index % 4 != 1;
+      const bagua_redop_t op = index % 5 == 0 ? BAGUA_SUM : BAGUA_AVG;
+      bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+      cfg.kind = f.kind;
+      cfg.bits = f.bits;
+      cfg.stochastic = f.stochastic;
+      cfg.seed = 7;
+      cfg.chunk = 256;
+      cfg.error_feedback = feedback ? 1 : 0;
+      cfg.hierarchical = flat ? BAGUA_HIERARCHICAL_OFF : BAGUA_HIERARCHICAL_AUTO;
+      bagua_qstate_t host_state = nullptr, dev_state = nullptr;
+      MP_OK(bagua_qstate_create(comm, count, dtype, &cfg, &host_state));
+      MP_OK(bagua_qstate_create(comm, count, dtype, &cfg, &dev_state));
+      // Without error feedback a nearest-rounding case runs stateless (a stochastic one needs the state's step).
+      bagua_qstate_t host_call_state = host_state, dev_call_state = dev_state;
+      if (!feedback && !f.stochastic) host_call_state = dev_call_state = nullptr;
+      const size_t bytes = count * (dtype == BAGUA_FLOAT32 ? 4 : 2);
+      void* din = g_rt->alloc_device(bytes, 0);
+      void* dout = in_place ? din : g_rt->alloc_device(bytes, 0);
+      const uint64_t on_device_before = comm->impl->device_proxy().compressed_on_device();
+      for (int step = 0; step < 3; ++step) {
+        std::vector<uint8_t> in = relaxation_input(count, dtype, step), out(bytes), host_in = in, host_out(bytes);
+        MP_OK(bagua_quantized_allreduce(host_in.data(), in_place ? host_in.data() : host_out.data(), count, dtype, op,
+                                        &cfg, host_call_state, comm, nullptr));
+        if (in_place) host_out = host_in;
+        if (step == 1) {  // the device state on host memory
+          MP_OK(bagua_quantized_allreduce(in.data(), in_place ? in.data() : out.data(), count, dtype, op, &cfg,
+                                          dev_call_state, comm, nullptr));
+          if (in_place) out = in;
+        } else {
+          g_rt->copy_async(din, in.data(), bytes, stream);
+          MP_OK(bagua_quantized_allreduce(din, dout, count, dtype, op, &cfg, dev_call_state, comm, stream));
+          g_rt->copy_async(out.data(), dout, bytes, stream);
+          sync(stream);
+        }
+        if (out != host_out) {
+          std::fprintf(stderr, "rank %d: quantized %s, data type %d, %s, step %d: device state differs from host\n",
+                       g_rank, f.name, static_cast<int>(dtype), in_place ? "in place" : "out of place", step);
+          return 1;
+        }
+        std::vector<float> rh(count), rd(count);
+        MP_OK(bagua_qstate_residual(host_state, rh.data(), count));
+        MP_OK(bagua_qstate_residual(dev_state, rd.data(), count));
+        if (std::memcmp(rh.data(), rd.data(), count * 4) != 0) {
+          std::fprintf(stderr, "rank %d: quantized %s step %d: residuals differ\n", g_rank, f.name, step);
+          return 1;
+        }
+      }
+      const uint64_t on_device = comm->impl->device_proxy().compressed_on_device() - on_device_before;
+      if (flat && on_device != 2) {
+        std::fprintf(stderr, "rank %d: quantized %s flat: %llu of 2 device calls compressed on the device\n", g_rank,
+                     f.name, static_cast<unsigned long long>(on_device));
+        return 1;
+      }
+      MP_OK(bagua_qstate_destroy(host_state));
+      MP_OK(bagua_qstate_destroy(dev_state));
+      g_rt->free_device(din);
+      if (!in_place) g_rt->free_device(dout);
+    }
+  }
+  if (g_rank == 0) std::printf("quantized allreduce: %d format x data type cases on device memory equal host\n", index);
+  return 0;
 }
 
 int relaxations(bagua_comm_t comm) {
@@ -775,6 +902,7 @@ int relaxations(bagua_comm_t comm) {
       MP_OK(bagua_qstate_destroy(dev_state));
     }
   }
+  if (quantized_formats(comm, stream) != 0) return 1;
   // A state with a call still queued is not freed (the stand-in holds the stream so the call cannot have run).
   if (StandinControl* standin = standin_control()) {
     bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
@@ -943,7 +1071,7 @@ int main(int argc, char** argv) {
   MP_OK(bagua_comm_init_from_env(&comm));
   MP_OK(bagua_comm_rank(comm, &g_rank));
   MP_OK(bagua_comm_size(comm, &g_size));
-  if (mode == "failure") return failure(comm);
+  if (mode == "failure") return failure(comm, argc > 2 && std::string(argv[2]) == "quantized");
   if (mode == "abort") return abort_enqueued(comm);
   if (mode == "limit") return limit(comm);
   if (mode == "turn") return turn(comm);

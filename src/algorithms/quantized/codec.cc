@@ -1,12 +1,9 @@
 #include "algorithms/quantized/codec.h"
 
 #include <cstring>
-#include <vector>
 
 #include "algorithms/schedule.h"
 #include "base/error.h"
-#include "kernels/cpu/reduce.h"
-#include "kernels/quantize_math.h"
 
 namespace bagua {
 
@@ -56,67 +53,7 @@ std::string Codec::describe() const {
   return "?";
 }
 
-size_t Codec::compressed_bytes(size_t count) const {
-  switch (kind_) {
-    case BAGUA_COMPRESS_MINMAX: return minmax_compressed_bytes(count, format_);
-    case BAGUA_COMPRESS_SIGN: return sign_compressed_bytes(count, format_.chunk);
-    case BAGUA_COMPRESS_FP16:
-    case BAGUA_COMPRESS_BF16: return 2 * count;
-  }
-  return 0;
-}
-
-void Codec::compress_slice(const float* x, size_t count, float* error, const RoundingKey& key, uint8_t* out) const {
-  if (count == 0) return;
-  switch (kind_) {
-    case BAGUA_COMPRESS_MINMAX:
-      if (error)
-        minmax_compress_ef(x, BAGUA_FLOAT32, count, error, format_, key, out);
-      else
-        minmax_compress(x, BAGUA_FLOAT32, count, format_, key, out);
-      return;
-    case BAGUA_COMPRESS_SIGN: sign_compress(x, count, format_.chunk, error, out); return;
-    case BAGUA_COMPRESS_FP16:
-    case BAGUA_COMPRESS_BF16: {
-      bagua_datatype_t wire = kind_ == BAGUA_COMPRESS_FP16 ? BAGUA_FLOAT16 : BAGUA_BFLOAT16;
-      if (error == nullptr) {
-        cast_from_float(x, count, out, wire);
-        return;
-      }
-      std::vector<float> t(x, x + count), back(count);
-      for (size_t i = 0; i < count; ++i) t[i] += error[i];
-      cast_from_float(t.data(), count, out, wire);
-      cast_to_float(out, wire, count, back.data());
-      for (size_t i = 0; i < count; ++i) error[i] = feedback_residual(t[i] - back[i]);
-      return;
-    }
-  }
-}
-
-void Codec::decompress_slice(const uint8_t* in, size_t count, float* out) const {
-  if (count == 0) return;
-  switch (kind_) {
-    case BAGUA_COMPRESS_MINMAX: minmax_decompress(in, count, format_, out, BAGUA_FLOAT32); return;
-    case BAGUA_COMPRESS_SIGN: sign_decompress(in, count, format_.chunk, out); return;
-    case BAGUA_COMPRESS_FP16: cast_to_float(in, BAGUA_FLOAT16, count, out); return;
-    case BAGUA_COMPRESS_BF16: cast_to_float(in, BAGUA_BFLOAT16, count, out); return;
-  }
-}
-
-void Codec::decompress_accumulate_slice(const uint8_t* in, size_t count, float* acc) const {
-  if (count == 0) return;
-  if (kind_ == BAGUA_COMPRESS_MINMAX) {
-    minmax_decompress_accumulate(in, count, format_, acc);
-    return;
-  }
-  if (kind_ == BAGUA_COMPRESS_SIGN) {
-    sign_decompress_accumulate(in, count, format_.chunk, acc);
-    return;
-  }
-  std::vector<float> values(count);
-  decompress_slice(in, count, values.data());
-  reduce_from(acc, acc, values.data(), count, BAGUA_FLOAT32, BAGUA_SUM);
-}
+size_t Codec::compressed_bytes(size_t count) const { return bagua::compressed_bytes(spec(), count); }
 
 void Codec::reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count,
                               float* owner_error, const RoundingKey& key, float* acc, uint8_t* out) const {
@@ -145,16 +82,17 @@ void Codec::compress(const float* x, size_t count, float* error, const RoundingK
   by_slices(count, [&](size_t begin, size_t n, size_t at) {
     RoundingKey k = key;
     k.index_base += begin;
-    compress_slice(x + begin, n, error ? error + begin : nullptr, k, out + at);
+    compress_floats(spec(), x + begin, n, error ? error + begin : nullptr, k, out + at);
   });
 }
 
 void Codec::decompress(const uint8_t* in, size_t count, float* out) const {
-  by_slices(count, [&](size_t begin, size_t n, size_t at) { decompress_slice(in + at, n, out + begin); });
+  by_slices(count, [&](size_t begin, size_t n, size_t at) { decompress_floats(spec(), in + at, n, out + begin); });
 }
 
 void Codec::decompress_accumulate(const uint8_t* in, size_t count, float* acc) const {
-  by_slices(count, [&](size_t begin, size_t n, size_t at) { decompress_accumulate_slice(in + at, n, acc + begin); });
+  by_slices(count,
+            [&](size_t begin, size_t n, size_t at) { decompress_accumulate_floats(spec(), in + at, n, acc + begin); });
 }
 
 }  // namespace bagua

@@ -23,6 +23,7 @@ class Codec {
   uint64_t seed() const { return seed_; }
   bool error_feedback() const { return error_feedback_; }
   bagua_hierarchical_t hierarchical() const { return hierarchical_; }
+  CompressionSpec spec() const { return {kind_, format_}; }
   std::string describe() const;
 
   // Wire bytes of count elements (each block of a scatter-reduce-allgather starts at a chunk boundary; for
@@ -38,9 +39,6 @@ class Codec {
                          const RoundingKey& key, float* acc, uint8_t* out) const;
 
  private:
-  void compress_slice(const float* x, size_t count, float* error, const RoundingKey& key, uint8_t* out) const;
-  void decompress_slice(const uint8_t* in, size_t count, float* out) const;
-  void decompress_accumulate_slice(const uint8_t* in, size_t count, float* acc) const;
   template <typename F>
   void by_slices(size_t count, F&& work) const;
 

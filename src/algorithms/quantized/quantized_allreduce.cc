@@ -12,7 +12,9 @@
 #include "algorithms/schedule.h"
 #include "base/error.h"
 #include "base/scratch_cache.h"
+#include "core/device_proxy.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/device_runtime.h"
 #include "kernels/dtype.h"
 #include "kernels/quantize.h"
 
@@ -92,11 +94,61 @@ QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t 
       dtype_(dtype),
       codec_(codec),
       group_(QuantizedGroup::of(comm, codec)),
-      step_(first_step) {
+      step_(first_step),
+      shares_error_(true) {
   if (codec.error_feedback() && group_.index >= 0 && group_.members.size() > 1 && shared_error != nullptr) {
     worker_error_ptr_ = shared_error;
     owner_error_ptr_ = shared_error + group_.block_offset(count, group_.index);
   }
+}
+
+QuantizedState::~QuantizedState() {
+  if (device_error_ == nullptr) return;
+  DeviceRuntime& runtime = device_runtime();
+  try {
+    runtime.synchronize(copy_stream_, comm_->config().timeout_ms);
+  } catch (...) {  // (a failed copy: the memory goes back all the same)
+  }
+  runtime.free_device(device_error_);
+  runtime.destroy_stream(copy_stream_);
+}
+
+void QuantizedState::residual_to_device(int device) {
+  if (worker_error_ptr_ == nullptr || shares_error_) return;
+  if (on_device_ && device == device_) return;
+  residual_to_host();
+  DeviceRuntime& runtime = device_runtime();
+  const size_t floats = count_ + owner_error_.size();
+  if (device_error_ != nullptr && device != device_) {
+    runtime.free_device(device_error_);
+    runtime.destroy_stream(copy_stream_);
+    device_error_ = nullptr;
+    copy_stream_ = nullptr;
+  }
+  if (device_error_ == nullptr) {
+    copy_stream_ = runtime.create_stream(device);
+    device_error_ = static_cast<float*>(runtime.alloc_device(floats * sizeof(float), device));
+    if (device_error_ == nullptr) {
+      runtime.destroy_stream(copy_stream_);
+      copy_stream_ = nullptr;
+      fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate {} bytes of device memory for the error feedback",
+           floats * sizeof(float));
+    }
+    device_ = device;
+  }
+  runtime.copy_async(device_error_, worker_error_ptr_, count_ * sizeof(float), copy_stream_);
+  runtime.copy_async(device_error_ + count_, owner_error_.data(), owner_error_.size() * sizeof(float), copy_stream_);
+  runtime.synchronize(copy_stream_, comm_->config().timeout_ms);
+  on_device_ = true;
+}
+
+void QuantizedState::residual_to_host() {
+  if (!on_device_) return;
+  DeviceRuntime& runtime = device_runtime();
+  runtime.copy_async(worker_error_ptr_, device_error_, count_ * sizeof(float), copy_stream_);
+  runtime.copy_async(owner_error_.data(), device_error_ + count_, owner_error_.size() * sizeof(float), copy_stream_);
+  runtime.synchronize(copy_stream_, comm_->config().timeout_ms);
+  on_device_ = false;
 }
 
 void QuantizedState::check_matches(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec,
@@ -160,6 +212,49 @@ std::vector<size_t> result_layout(const QuantizedGroup& grp, const Codec& codec,
   return at;
 }
 
+// One scratch area of a call: x, the host's inputs, compressed blocks out and in, my reduced block.
+struct ScratchLayout {
+  size_t x_at = 0, local_at = 0, mine_at = 0, acc_at = 0, result_at = 0, total = 0;
+  std::vector<size_t> block_at, in_at;
+  std::vector<size_t> layout;  // the compressed blocks of my slice, `mine` among them (result_layout)
+  std::vector<size_t> peer_result_at;
+};
+
+// on_device: fp32 accumulates in the output (no acc).
+ScratchLayout layout_scratch(const QuantizedGroup& grp, const Codec& codec, size_t count, bagua_datatype_t dtype,
+                             bool on_device) {
+  const int m = static_cast<int>(grp.members.size()), g = grp.index;
+  const bool member = g >= 0;
+  const int nlocal = static_cast<int>(grp.local_peers.size());
+  const bool own_x = member && (dtype != BAGUA_FLOAT32 || nlocal > 0);
+  const size_t elem = datatype_size(dtype);
+  ScratchLayout l;
+  ScratchPlan plan;
+  l.x_at = plan.add(own_x ? ScratchPlan::times(count, sizeof(float)) : 0);
+  l.local_at =
+      plan.add(ScratchPlan::times(static_cast<size_t>(nlocal), ScratchPlan::times(grp.slice_count(count), elem)));
+  l.block_at.assign(m, 0);
+  l.in_at.assign(m, 0);
+  l.peer_result_at.assign(grp.rail ? nlocal : 0, 0);
+  if (member && m > 1) {
+    const size_t own_count = grp.block_count(count, g);
+    l.layout = result_layout(grp, codec, count, grp.local_index);
+    l.result_at = plan.add(l.layout[m]);
+    for (int j = 0; j < m; ++j) {
+      l.block_at[j] = l.result_at + l.layout[j];
+      if (j != g) l.in_at[j] = plan.add(codec.compressed_bytes(own_count));
+    }
+    l.mine_at = l.block_at[g];
+    if (!own_x && !on_device) l.acc_at = plan.add(ScratchPlan::times(own_count, sizeof(float)));  // else x's block
+    for (int k = 0; k < static_cast<int>(l.peer_result_at.size()); ++k) {
+      const int theirs = k < grp.local_index ? k : k + 1;
+      l.peer_result_at[k] = plan.add(result_layout(grp, codec, count, theirs)[m]);
+    }
+  }
+  l.total = plan.total();
+  return l;
+}
+
 }  // namespace
 
 namespace {
@@ -186,6 +281,9 @@ struct QuantizedWork {
   uint8_t* mine;                      // my reduced block, compressed
   float* acc;                         // my reduced block, fp32 (x's own block when x is scratch)
   std::vector<uint8_t*> peer_result;  // rail: [k] local peer k's compressed slice of the result
+  // Set when this rank compresses on the device (flat form): sendbuf, recvbuf and the error feedback are device
+  // memory, the scratch is the operation's mapped staging, and every step launches on the operation's stream.
+  DeviceOperation* device = nullptr;
 
   int m() const { return static_cast<int>(group.members.size()); }
   int peer_local_index(int k) const { return k < group.local_index ? k : k + 1; }
@@ -200,6 +298,10 @@ struct QuantizedWork {
     if (!own_x) return;
     const size_t elem = datatype_size(dtype), begin = group.slice_begin(count), n = group.slice_count(count);
     const uint8_t* own = static_cast<const uint8_t*>(sendbuf) + begin * elem;
+    if (device) {  // flat only: the fp32 copy of an fp16/bf16 input
+      launch([&](DeviceRuntime& rt, DeviceStream s) { rt.convert_async(x + begin, BAGUA_FLOAT32, own, dtype, n, s); });
+      return;
+    }
     const size_t npeers = group.local_peers.size();
     size_t first_peer = 0;
     if (dtype == BAGUA_FLOAT32 && npeers > 0) {  // own + the first peer in one pass (the same sum as copy, then add)
@@ -221,18 +323,47 @@ struct QuantizedWork {
       reduce_from(x + begin, x + begin, values, n, BAGUA_FLOAT32, BAGUA_SUM);
     }
   }
+  // Device work of this call, on the device operation's stream.
+  template <typename F>
+  void launch(F&& work) {
+    device->issue_work([&](DeviceStream s) { work(device->proxy().runtime(), s); });
+  }
+  void compress(const float* values, size_t n, float* error, const RoundingKey& k, uint8_t* out) {
+    if (!device) {
+      codec.compress(values, n, error, k, out);
+      return;
+    }
+    launch([&](DeviceRuntime& rt, DeviceStream s) { rt.compress_async(codec.spec(), values, n, error, k, out, s); });
+  }
+  void decompress(const uint8_t* bytes, size_t n, float* out, bool accumulate) {
+    if (!device) {
+      if (accumulate)
+        codec.decompress_accumulate(bytes, n, out);
+      else
+        codec.decompress(bytes, n, out);
+      return;
+    }
+    launch([&](DeviceRuntime& rt, DeviceStream s) { rt.decompress_async(codec.spec(), bytes, n, out, accumulate, s); });
+  }
+  void copy_floats(float* dst, const float* src, size_t n) {
+    if (!device) {
+      std::memmove(dst, src, n * sizeof(float));
+      return;
+    }
+    launch([&](DeviceRuntime& rt, DeviceStream s) { rt.copy_async(dst, src, n * sizeof(float), s); });
+  }
   // My compressed copy of owner j's block (with my worker error feedback).
   void compress_block(int j) {
     size_t off = offset(j);
-    codec.compress(x + off, length(j), worker_error ? worker_error + off : nullptr, key(off), block[j]);
+    compress(x + off, length(j), worker_error ? worker_error + off : nullptr, key(off), block[j]);
   }
   // The owner's sum, input by input as they arrive (own block first), then its compressed form.
   void owner_begin() {
-    if (acc != x + offset(group.index)) std::memcpy(acc, x + offset(group.index), length(group.index) * sizeof(float));
+    if (acc != x + offset(group.index)) copy_floats(acc, x + offset(group.index), length(group.index));
   }
-  void owner_add(int j) { codec.decompress_accumulate(in[j], length(group.index), acc); }
+  void owner_add(int j) { decompress(in[j], length(group.index), acc, true); }
   // My block's sum, compressed into `mine`.
-  void owner_compress() { codec.compress(acc, length(group.index), owner_error, key(offset(group.index)), mine); }
+  void owner_compress() { compress(acc, length(group.index), owner_error, key(offset(group.index)), mine); }
   // Block j into the output. Everyone decompresses the same bytes (the owner its own `mine` too): bit-identical
   // outputs.
   void finish(int j) {
@@ -256,13 +387,21 @@ struct QuantizedWork {
     if (n == 0) return;
     const bool f32 = dtype == BAGUA_FLOAT32;
     float* out = (f32 ? static_cast<float*>(recvbuf) : x) + off;
+    void* typed_out = static_cast<uint8_t*>(recvbuf) + off * datatype_size(dtype);
     if (in == nullptr) {
-      if (out != x + off) std::memmove(out, x + off, n * sizeof(float));
+      if (out != x + off) copy_floats(out, x + off, n);
     } else {
-      codec.decompress(in, n, out);
+      decompress(in, n, out, false);
     }
-    if (avg) divide_by(out, n, BAGUA_FLOAT32, comm->size());
-    if (!f32) cast_from_float(out, n, static_cast<uint8_t*>(recvbuf) + off * datatype_size(dtype), dtype);
+    if (!device) {
+      if (avg) divide_by(out, n, BAGUA_FLOAT32, comm->size());
+      if (!f32) cast_from_float(out, n, typed_out, dtype);
+      return;
+    }
+    launch([&](DeviceRuntime& rt, DeviceStream s) {
+      if (avg) rt.divide_async(out, n, BAGUA_FLOAT32, comm->size(), s);
+      if (!f32) rt.convert_async(typed_out, dtype, out, BAGUA_FLOAT32, n, s);
+    });
   }
 };
 
@@ -340,8 +479,24 @@ CallDetails quantized_details(size_t count, const Codec& codec) {
                              static_cast<uint64_t>(codec.hierarchical()))};
 }
 
+bool compresses_on_device(const Comm& comm, const QuantizedArgs& a, const Codec& codec, const QuantizedState* state) {
+  if (state && state->shares_error()) return false;
+  const QuantizedGroup grp = state ? state->group() : QuantizedGroup::of(comm, codec);
+  return !grp.hierarchical && a.count > 0 && a.count * datatype_size(a.dtype) >= quantized_min_bytes(comm);
+}
+
+size_t quantized_device_staging_bytes(const Comm& comm, const QuantizedArgs& a, const Codec& codec) {
+  return layout_scratch(QuantizedGroup::of(comm, codec), codec, a.count, a.dtype, true).total;
+}
+
 std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const QuantizedArgs& a, const Codec& codec,
-                                                     QuantizedState* state, const ScheduleContext* taken) {
+                                                     QuantizedState* state, const ScheduleContext* taken,
+                                                     DeviceOperation* device) {
+  // The error feedback where this call's kernels run (the first use on another side moves it).
+  if (state && device)
+    state->residual_to_device(device->device());
+  else if (state)
+    state->residual_to_host();
   auto w = std::make_shared<QuantizedWork>();
   w->codec = codec;
   w->group = state ? state->group() : QuantizedGroup::of(comm, codec);
@@ -381,38 +536,21 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   const bool member = g >= 0;
   const int nlocal = static_cast<int>(grp.local_peers.size());
   w->own_x = member && (a.dtype != BAGUA_FLOAT32 || nlocal > 0);
-
-  // One scratch area: x, the host's inputs, compressed blocks out and in, my reduced block.
-  ScratchPlan plan;
-  size_t x_at = plan.add(w->own_x ? ScratchPlan::times(count, sizeof(float)) : 0);
-  size_t local_at =
-      plan.add(ScratchPlan::times(static_cast<size_t>(nlocal), ScratchPlan::times(grp.slice_count(count), elem)));
-  std::vector<size_t> block_at(m), in_at(m);
-  size_t mine_at = 0, acc_at = 0;
+  w->device = device;
   const size_t own_count = member ? w->length(g) : 0;
-  // The compressed blocks of my slice, `mine` among them, in one region (result_layout); rail: each local peer's.
-  std::vector<size_t> layout;
-  size_t result_at = 0;
-  std::vector<size_t> peer_result_at(grp.rail ? nlocal : 0);
-  if (member && m > 1) {
-    layout = result_layout(grp, codec, count, grp.local_index);
-    result_at = plan.add(layout[m]);
-    for (int j = 0; j < m; ++j) {
-      block_at[j] = result_at + layout[j];
-      if (j != g) in_at[j] = plan.add(codec.compressed_bytes(own_count));
-    }
-    mine_at = block_at[g];
-    if (!w->own_x) acc_at = plan.add(ScratchPlan::times(own_count, sizeof(float)));  // else x's own block
-    for (int k = 0; k < static_cast<int>(peer_result_at.size()); ++k)
-      peer_result_at[k] = plan.add(result_layout(grp, codec, count, w->peer_local_index(k))[m]);
-  }
+  const ScratchLayout scratch = layout_scratch(grp, codec, count, a.dtype, device != nullptr);
   uint8_t* base;
   std::shared_ptr<uint8_t[]> own_scratch;
-  if (state) {
-    if (state->scratch().size() < plan.total()) state->scratch().resize(plan.total());
+  if (device) {
+    if (device->staging_bytes() < scratch.total)
+      fail(BAGUA_ERR_INTERNAL, "quantized allreduce: {} bytes of staging for {} of scratch", device->staging_bytes(),
+           scratch.total);
+    base = device->staging();
+  } else if (state) {
+    if (state->scratch().size() < scratch.total) state->scratch().resize(scratch.total);
     base = state->scratch().data();
   } else {
-    own_scratch = take_scratch(plan.total());
+    own_scratch = take_scratch(scratch.total);
     base = own_scratch.get();
   }
   ScheduleContext ctx = context();
@@ -426,17 +564,26 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     state->busy = true;
     s->hold(std::shared_ptr<void>(nullptr, [state](void*) { state->busy = false; }));
   }
-  w->x = w->own_x ? reinterpret_cast<float*>(base + x_at) : const_cast<float*>(static_cast<const float*>(a.sendbuf));
-  w->local_in = base + local_at;
+  w->x = w->own_x ? reinterpret_cast<float*>(base + scratch.x_at)
+                  : const_cast<float*>(static_cast<const float*>(a.sendbuf));
+  w->local_in = base + scratch.local_at;
   w->block.resize(m);
   w->in.resize(m);
   for (int j = 0; j < m; ++j) {
-    w->block[j] = base + block_at[j];
-    w->in[j] = base + in_at[j];
+    w->block[j] = base + scratch.block_at[j];
+    w->in[j] = base + scratch.in_at[j];
   }
-  w->mine = base + mine_at;
-  w->acc = member && m > 1 && w->own_x ? w->x + w->offset(g) : reinterpret_cast<float*>(base + acc_at);
-  for (size_t at : peer_result_at) w->peer_result.push_back(base + at);
+  w->mine = base + scratch.mine_at;
+  const size_t own_offset = member ? w->offset(g) : 0;
+  if (member && m > 1 && w->own_x)
+    w->acc = w->x + own_offset;
+  else if (device)  // fp32 on the device: the own block of the output, written last by its own finish
+    w->acc = static_cast<float*>(a.recvbuf) + own_offset;
+  else
+    w->acc = reinterpret_cast<float*>(base + scratch.acc_at);
+  for (size_t at : scratch.peer_result_at) w->peer_result.push_back(base + at);
+  const std::vector<size_t>& layout = scratch.layout;
+  const size_t result_at = scratch.result_at;
   for (int j = 0; j + 1 < static_cast<int>(layout.size()); ++j) {  // the gaps go on the wire: no stale bytes
     const size_t used = layout[j] + codec.compressed_bytes(grp.block_count(count, j));
     std::memset(base + result_at + used, 0, layout[j + 1] - used);
@@ -610,6 +757,12 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     } else {
       spread.recvs.push_back({grp.leader, a.recvbuf, count * elem});
     }
+  }
+  if (device) {
+    // What a round sends was compressed by kernels issued before it: post it once they have finished.
+    for (Round& round : s->rounds())
+      if (!round.sends.empty()) round.ready = [device] { return device->work_done(); };
+    device->proxy().count_compressed_on_device();
   }
   auto op = std::make_unique<ScheduleOp>(BAGUA_OPKIND_QUANTIZED_ALLREDUCE, std::move(description), std::move(s));
   op->set_algorithm("quantized_allreduce", form);

@@ -17,6 +17,7 @@
 #include "algorithms/quantized/codec.h"
 #include "algorithms/schedule.h"
 #include "core/comm.h"
+#include "core/device_proxy.h"
 #include "core/operation.h"
 
 namespace bagua {
@@ -57,6 +58,9 @@ class QuantizedState {
   // block layout (the bucket scheduler re-buckets it). first_step numbers the stochastic draws.
   QuantizedState(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec, float* shared_error,
                  uint64_t first_step);
+  ~QuantizedState();
+  QuantizedState(const QuantizedState&) = delete;
+  QuantizedState& operator=(const QuantizedState&) = delete;
   // Whether this rank compresses with error feedback (false for a hierarchical non-leader: its input reaches its
   // leader at full precision).
   bool uses_error_feedback() const { return worker_error_ptr_ != nullptr; }
@@ -64,12 +68,20 @@ class QuantizedState {
   // operation uses it (check_busy: host calls; a device call is checked when its operation is built).
   void check_matches(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec,
                      bool check_busy = true) const;
-  void residual(float* out) const;
+  void residual(float* out) const;  // (after residual_to_host)
   size_t count() const { return count_; }
+  // Calls that compress on the device keep the error feedback in device memory: the first moves it there, a call
+  // that compresses on the host (or bagua_qstate_residual) moves it back. Copies run on the state's own stream of
+  // that device. Throws SYSTEM when out of device memory, CUDA or TIMEOUT when a copy fails.
+  void residual_to_device(int device);
+  void residual_to_host();
+  // The error feedback is the caller's array (the bucket scheduler's form): it stays in host memory.
+  bool shares_error() const { return shares_error_; }
 
   const QuantizedGroup& group() const { return group_; }
-  float* worker_error() { return worker_error_ptr_; }
-  float* owner_error() { return owner_error_ptr_; }
+  // Where the error feedback is now (device memory after residual_to_device).
+  float* worker_error() { return on_device_ ? device_error_ : worker_error_ptr_; }
+  float* owner_error() { return on_device_ ? device_error_ + count_ : owner_error_ptr_; }
   uint64_t next_step() { return step_++; }
   std::vector<uint8_t>& scratch() { return scratch_; }
   std::atomic<bool> busy{false};  // an operation using this state is in flight (cleared by whichever thread frees it)
@@ -87,6 +99,12 @@ class QuantizedState {
   float* owner_error_ptr_ = nullptr;   // owner_error_, or the shared array at this rank's block
   std::vector<uint8_t> scratch_;
   uint64_t step_ = 0;
+  bool shares_error_ = false;
+  // Device copy of the error feedback: count worker floats, then the owner's block.
+  float* device_error_ = nullptr;
+  int device_ = -1;
+  void* copy_stream_ = nullptr;
+  bool on_device_ = false;
 };
 
 struct QuantizedArgs {
@@ -101,9 +119,18 @@ struct QuantizedArgs {
 // hierarchical mode.
 CallDetails quantized_details(size_t count, const Codec& codec);
 
+// Whether a call on device memory compresses on the device (docs/cuda.md): the flat form above the full-precision
+// size, with a state that keeps its own error feedback. Otherwise it is staged and compresses on the host. Either
+// way the messages and results are the same, so ranks need not agree on it.
+bool compresses_on_device(const Comm& comm, const QuantizedArgs& args, const Codec& codec, const QuantizedState* state);
+// The mapped staging such a call needs (compressed blocks; fp32 copies of fp16/bf16 inputs).
+size_t quantized_device_staging_bytes(const Comm& comm, const QuantizedArgs& args, const Codec& codec);
+
 // Builds the operation (arguments already validated). state may be NULL (no error feedback). taken: a context
-// whose sequence number the caller took already (the device path), else one is taken here.
+// whose sequence number the caller took already (the device path), else one is taken here. device: the call
+// compresses on the device (compresses_on_device), with its scratch in the operation's staging.
 std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const QuantizedArgs& args, const Codec& codec,
-                                                     QuantizedState* state, const ScheduleContext* taken = nullptr);
+                                                     QuantizedState* state, const ScheduleContext* taken = nullptr,
+                                                     DeviceOperation* device = nullptr);
 
 }  // namespace bagua

@@ -61,7 +61,8 @@ __global__ void sign_pack_kernel(const float* x, float* error, size_t count, siz
   }
 }
 
-__global__ void sign_unpack_kernel(const uint8_t* in, size_t count, size_t chunk, float* x) {
+// x = +-scale, or with accumulate x += +-scale (the CPU's sign_expand).
+__global__ void sign_unpack_kernel(const uint8_t* in, size_t count, size_t chunk, float* x, bool accumulate) {
   size_t full_block = sign_block_bytes(chunk);
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -69,8 +70,27 @@ __global__ void sign_unpack_kernel(const uint8_t* in, size_t count, size_t chunk
     const uint8_t* block = in + c * full_block;
     float scale;
     memcpy(&scale, block, 4);
-    x[i] = canonical_float((block[4 + j / 8] >> (j % 8)) & 1u ? scale : -scale);
+    float v = canonical_float((block[4 + j / 8] >> (j % 8)) & 1u ? scale : -scale);
+    x[i] = accumulate ? canonical_float(x[i] + v) : v;
   }
+}
+
+// The fp16/bf16 wire format with error feedback: t = x + e, out = cast(t), e = t - float(out).
+__global__ void cast_ef_kernel(const float* x, float* error, size_t count, uint16_t* out, bool fp16) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float t = x[i] + error[i];
+    uint16_t h = fp16 ? float_to_fp16(t) : float_to_bf16(t);
+    out[i] = h;
+    error[i] = feedback_residual(t - (fp16 ? fp16_to_float(h) : bf16_to_float(h)));
+  }
+}
+
+// acc += float(in), a NaN sum canonical (the CPU's reduce_from).
+__global__ void cast_accumulate_kernel(const uint16_t* in, size_t count, float* acc, bool fp16) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    acc[i] = canonical_float(acc[i] + (fp16 ? fp16_to_float(in[i]) : bf16_to_float(in[i])));
 }
 
 __global__ void cast_from_kernel(const float* in, size_t count, uint16_t* out, bool fp16) {
@@ -173,8 +193,62 @@ void sign_compress(const float* x, size_t count, size_t chunk, float* error, uin
 
 void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x, void* stream) {
   if (count == 0) return;
-  sign_unpack_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(in, count, chunk, x);
+  sign_unpack_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(in, count, chunk, x, false);
   check("CUDA sign decompress");
+}
+
+void compress_floats(const CompressionSpec& spec, const float* x, size_t count, float* error, const RoundingKey& key,
+                     uint8_t* out, void* stream) {
+  if (count == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (spec.kind) {
+    case BAGUA_COMPRESS_MINMAX:
+      minmax_compress_typed(x, BAGUA_FLOAT32, count, error, spec.format, key, out, stream);
+      return;
+    case BAGUA_COMPRESS_SIGN: sign_compress(x, count, spec.format.chunk, error, out, stream); return;
+    case BAGUA_COMPRESS_FP16:
+    case BAGUA_COMPRESS_BF16: {
+      const bool fp16 = spec.kind == BAGUA_COMPRESS_FP16;
+      if (error == nullptr) {
+        cast_from_float(x, count, out, fp16 ? BAGUA_FLOAT16 : BAGUA_BFLOAT16, stream);
+        return;
+      }
+      cast_ef_kernel<<<blocks_for(count), 256, 0, s>>>(x, error, count, reinterpret_cast<uint16_t*>(out), fp16);
+      check("CUDA cast with error feedback");
+      return;
+    }
+  }
+  fail(BAGUA_ERR_INVALID_ARGUMENT, "compression kind {} is not a bagua_compress_kind_t", static_cast<int>(spec.kind));
+}
+
+void decompress_floats(const CompressionSpec& spec, const uint8_t* in, size_t count, float* out, bool accumulate,
+                       void* stream) {
+  if (count == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (spec.kind) {
+    case BAGUA_COMPRESS_MINMAX:
+      if (accumulate)
+        minmax_decompress_accumulate(in, count, spec.format, out, stream);
+      else
+        minmax_decompress(in, count, spec.format, out, BAGUA_FLOAT32, stream);
+      return;
+    case BAGUA_COMPRESS_SIGN:
+      sign_unpack_kernel<<<blocks_for(count), 256, 0, s>>>(in, count, spec.format.chunk, out, accumulate);
+      check("CUDA sign decompress");
+      return;
+    case BAGUA_COMPRESS_FP16:
+    case BAGUA_COMPRESS_BF16: {
+      const bool fp16 = spec.kind == BAGUA_COMPRESS_FP16;
+      if (!accumulate) {
+        cast_to_float(in, fp16 ? BAGUA_FLOAT16 : BAGUA_BFLOAT16, count, out, stream);
+        return;
+      }
+      cast_accumulate_kernel<<<blocks_for(count), 256, 0, s>>>(reinterpret_cast<const uint16_t*>(in), count, out, fp16);
+      check("CUDA cast-accumulate");
+      return;
+    }
+  }
+  fail(BAGUA_ERR_INVALID_ARGUMENT, "compression kind {} is not a bagua_compress_kind_t", static_cast<int>(spec.kind));
 }
 
 void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t dtype, void* stream) {

@@ -32,6 +32,11 @@ void sign_compress(const float* x, size_t count, size_t chunk, float* error, uin
 void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x, void* stream);
 void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t dtype, void* stream);
 void cast_to_float(const void* in, bagua_datatype_t dtype, size_t count, float* out, void* stream);
+// The quantized allreduce's wire formats (kernels/quantize.h's CompressionSpec) on fp32 values.
+void compress_floats(const CompressionSpec& spec, const float* x, size_t count, float* error, const RoundingKey& key,
+                     uint8_t* out, void* stream);
+void decompress_floats(const CompressionSpec& spec, const uint8_t* in, size_t count, float* out, bool accumulate,
+                       void* stream);
 void bagua_u8_compress(const float* x, size_t count, uint8_t* out, void* stream);
 void bagua_u8_decompress(const uint8_t* in, size_t count, float* x, void* stream);
 void synchronize(void* stream);

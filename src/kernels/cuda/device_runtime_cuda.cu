@@ -19,6 +19,7 @@
 #include "base/logging.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/device_runtime.h"
+#include "kernels/dtype.h"
 
 namespace bagua {
 
@@ -371,6 +372,31 @@ class CudaRuntime final : public DeviceRuntime {
     RelaxedCapture relaxed;
     DeviceGuard on(device_of_stream(stream));
     cuda::divide_by(dst, count, dtype, divisor, stream);
+  }
+  void compress_async(const CompressionSpec& spec, const float* x, size_t count, float* error, const RoundingKey& key,
+                      uint8_t* out, DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    cuda::compress_floats(spec, x, count, error, key, out, stream);
+  }
+  void decompress_async(const CompressionSpec& spec, const uint8_t* in, size_t count, float* out, bool accumulate,
+                        DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    cuda::decompress_floats(spec, in, count, out, accumulate, stream);
+  }
+  void convert_async(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type, size_t count,
+                     DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    if (dst_type == src_type)
+      check(cudaMemcpyAsync(dst, src, count * datatype_size(dst_type), cudaMemcpyDefault,
+                            static_cast<cudaStream_t>(stream)),
+            "cudaMemcpyAsync");
+    else if (src_type == BAGUA_FLOAT32)
+      cuda::cast_from_float(static_cast<const float*>(src), count, dst, dst_type, stream);
+    else
+      cuda::cast_to_float(src, src_type, count, static_cast<float*>(dst), stream);
   }
   void synchronize(DeviceStream stream, int timeout_ms) override {
     RelaxedCapture relaxed;
