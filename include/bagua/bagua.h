@@ -268,8 +268,8 @@ BAGUA_API bagua_status_t bagua_wait(bagua_request_t req);
 
 /* ---- relaxations (BAGUA's system relaxations; docs/relaxations.md) ----
  * All take device memory too (docs/cuda.md): bagua_quantized_allreduce and bagua_neighbor_allreduce as the
- * collectives do (stream-ordered; a qstate's calls belong on one stream; the quantized allreduce's flat form
- * compresses on the device and keeps a qstate's error feedback in device memory); bagua_lpdec_* synchronously,
+ * collectives do (stream-ordered; a qstate's calls belong on one stream; the quantized allreduce compresses on
+ * the device and keeps a qstate's error feedback in device memory); bagua_lpdec_* synchronously,
  * ordered on the legacy default stream; asynchronous averaging on its own stream, under the lock. */
 
 /* Quantized allreduce: scatter-reduce-allgather where what crosses the wire is compressed. */

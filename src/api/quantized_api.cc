@@ -51,7 +51,7 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     // allreduce algorithm: make the communicator's selector here, on the caller's thread, so that it only reads.
     selector_of(comm);
     const QuantizedArgs args{sendbuf, recvbuf, count, dtype, op};
-    if (compresses_on_device(comm, args, codec, impl))
+    if (compresses_on_device(comm, args, impl))
       return make_device_computed_relaxation(
           comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, quantized_device_staging_bytes(comm, args, codec),
           TagKind::kQuantized, dtype, op, quantized_details(count, codec), "quantized_allreduce",

@@ -764,8 +764,9 @@ std::vector<uint8_t> relaxation_input(size_t count, bagua_datatype_t dtype, int 
 // Every wire format of the quantized allreduce on device memory against the same calls on host memory, byte for
 // byte, residuals included: the oracle is the host path, whose CPU kernels the device kernels must match bit for
 // bit (kernels/quantize.h). Each case runs 3 steps on a device state: device, host, device memory (the error
-// feedback moves between device and host memory), against a host state that runs all 3 on host memory. Cases
-// with hierarchical OFF take the flat form, which compresses on the device: counted.
+// feedback moves between device and host memory), against a host state that runs all 3 on host memory. The
+// hierarchical mode is OFF, ON or AUTO by case, so every form that the layout has runs (flat; rail, or one host
+// with ON; leader with hosts of different sizes); each device call compresses on the device: counted.
 int quantized_formats(bagua_comm_t comm, void* stream) {
   struct Format {
     const char* name;
@@ -794,7 +795,8 @@ int quantized_formats(bagua_comm_t comm, void* stream) {
       cfg.seed = 7;
       cfg.chunk = 256;
       cfg.error_feedback = feedback ? 1 : 0;
-      cfg.hierarchical = flat ? BAGUA_HIERARCHICAL_OFF : BAGUA_HIERARCHICAL_AUTO;
+      cfg.hierarchical =
+          flat ? BAGUA_HIERARCHICAL_OFF : (index % 2 == 0 ? BAGUA_HIERARCHICAL_ON : BAGUA_HIERARCHICAL_AUTO);
       bagua_qstate_t host_state = nullptr, dev_state = nullptr;
       MP_OK(bagua_qstate_create(comm, count, dtype, &cfg, &host_state));
       MP_OK(bagua_qstate_create(comm, count, dtype, &cfg, &dev_state));
@@ -834,9 +836,9 @@ int quantized_formats(bagua_comm_t comm, void* stream) {
         }
       }
       const uint64_t on_device = comm->impl->device_proxy().compressed_on_device() - on_device_before;
-      if (flat && on_device != 2) {
-        std::fprintf(stderr, "rank %d: quantized %s flat: %llu of 2 device calls compressed on the device\n", g_rank,
-                     f.name, static_cast<unsigned long long>(on_device));
+      if (on_device != 2) {
+        std::fprintf(stderr, "rank %d: quantized %s: %llu of 2 device calls compressed on the device\n", g_rank, f.name,
+                     static_cast<unsigned long long>(on_device));
         return 1;
       }
       MP_OK(bagua_qstate_destroy(host_state));

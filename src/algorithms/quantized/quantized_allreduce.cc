@@ -215,6 +215,9 @@ std::vector<size_t> result_layout(const QuantizedGroup& grp, const Codec& codec,
 // One scratch area of a call: x, the host's inputs, compressed blocks out and in, my reduced block.
 struct ScratchLayout {
   size_t x_at = 0, local_at = 0, mine_at = 0, acc_at = 0, result_at = 0, total = 0;
+  // On the device: the input and the output where they cross the wire at full precision (hierarchical forms), and
+  // an fp32 copy of one host peer's fp16/bf16 slice.
+  size_t send_stage_at = 0, recv_stage_at = 0, peer_x_at = 0;
   std::vector<size_t> block_at, in_at;
   std::vector<size_t> layout;  // the compressed blocks of my slice, `mine` among them (result_layout)
   std::vector<size_t> peer_result_at;
@@ -251,6 +254,13 @@ ScratchLayout layout_scratch(const QuantizedGroup& grp, const Codec& codec, size
       l.peer_result_at[k] = plan.add(result_layout(grp, codec, count, theirs)[m]);
     }
   }
+  if (on_device && grp.hierarchical) {
+    const size_t all = ScratchPlan::times(count, elem);
+    l.send_stage_at = plan.add(grp.rail || !member ? all : 0);
+    l.recv_stage_at = plan.add(!grp.rail || !(member && m > 1) ? all : 0);
+    l.peer_x_at =
+        plan.add(dtype != BAGUA_FLOAT32 && nlocal > 0 ? ScratchPlan::times(grp.slice_count(count), sizeof(float)) : 0);
+  }
   l.total = plan.total();
   return l;
 }
@@ -284,6 +294,9 @@ struct QuantizedWork {
   // Set when this rank compresses on the device (flat form): sendbuf, recvbuf and the error feedback are device
   // memory, the scratch is the operation's mapped staging, and every step launches on the operation's stream.
   DeviceOperation* device = nullptr;
+  uint8_t* send_stage = nullptr;  // (device, hierarchical) ScratchLayout's stages
+  uint8_t* recv_stage = nullptr;
+  float* peer_x = nullptr;
 
   int m() const { return static_cast<int>(group.members.size()); }
   int peer_local_index(int k) const { return k < group.local_index ? k : k + 1; }
@@ -298,11 +311,19 @@ struct QuantizedWork {
     if (!own_x) return;
     const size_t elem = datatype_size(dtype), begin = group.slice_begin(count), n = group.slice_count(count);
     const uint8_t* own = static_cast<const uint8_t*>(sendbuf) + begin * elem;
-    if (device) {  // flat only: the fp32 copy of an fp16/bf16 input
-      launch([&](DeviceRuntime& rt, DeviceStream s) { rt.convert_async(x + begin, BAGUA_FLOAT32, own, dtype, n, s); });
+    const size_t npeers = group.local_peers.size();
+    if (device) {  // the same sums as below: own input first, then the host's (received into staging) by rank
+      launch([&](DeviceRuntime& rt, DeviceStream s) {
+        rt.convert_async(x + begin, BAGUA_FLOAT32, own, dtype, n, s);
+        for (size_t k = 0; k < npeers; ++k) {
+          const uint8_t* src = local_in + k * n * elem;
+          if (dtype != BAGUA_FLOAT32) rt.convert_async(peer_x, BAGUA_FLOAT32, src, dtype, n, s);
+          rt.reduce_async(x + begin, x + begin, dtype != BAGUA_FLOAT32 ? static_cast<const void*>(peer_x) : src, n,
+                          BAGUA_FLOAT32, BAGUA_SUM, s);
+        }
+      });
       return;
     }
-    const size_t npeers = group.local_peers.size();
     size_t first_peer = 0;
     if (dtype == BAGUA_FLOAT32 && npeers > 0) {  // own + the first peer in one pass (the same sum as copy, then add)
       reduce_from(x + begin, own, local_in, n, BAGUA_FLOAT32, BAGUA_SUM);
@@ -344,6 +365,10 @@ struct QuantizedWork {
       return;
     }
     launch([&](DeviceRuntime& rt, DeviceStream s) { rt.decompress_async(codec.spec(), bytes, n, out, accumulate, s); });
+  }
+  // (device) bytes between device memory and the staging, after the kernels before.
+  void copy_bytes(void* dst, const void* src, size_t bytes) {
+    if (bytes > 0) launch([&](DeviceRuntime& rt, DeviceStream s) { rt.copy_async(dst, src, bytes, s); });
   }
   void copy_floats(float* dst, const float* src, size_t n) {
     if (!device) {
@@ -479,10 +504,9 @@ CallDetails quantized_details(size_t count, const Codec& codec) {
                              static_cast<uint64_t>(codec.hierarchical()))};
 }
 
-bool compresses_on_device(const Comm& comm, const QuantizedArgs& a, const Codec& codec, const QuantizedState* state) {
+bool compresses_on_device(const Comm& comm, const QuantizedArgs& a, const QuantizedState* state) {
   if (state && state->shares_error()) return false;
-  const QuantizedGroup grp = state ? state->group() : QuantizedGroup::of(comm, codec);
-  return !grp.hierarchical && a.count > 0 && a.count * datatype_size(a.dtype) >= quantized_min_bytes(comm);
+  return a.count > 0 && a.count * datatype_size(a.dtype) >= quantized_min_bytes(comm);
 }
 
 size_t quantized_device_staging_bytes(const Comm& comm, const QuantizedArgs& a, const Codec& codec) {
@@ -582,6 +606,9 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   else
     w->acc = reinterpret_cast<float*>(base + scratch.acc_at);
   for (size_t at : scratch.peer_result_at) w->peer_result.push_back(base + at);
+  w->send_stage = base + scratch.send_stage_at;
+  w->recv_stage = base + scratch.recv_stage_at;
+  w->peer_x = reinterpret_cast<float*>(base + scratch.peer_x_at);
   const std::vector<size_t>& layout = scratch.layout;
   const size_t result_at = scratch.result_at;
   for (int j = 0; j + 1 < static_cast<int>(layout.size()); ++j) {  // the gaps go on the wire: no stale bytes
@@ -600,8 +627,34 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     });
   };
 
+  // On the device, what crosses the wire at full precision goes through the staging: the input from send_stage,
+  // the output through recv_stage (copied out of and into device memory around the rounds).
+  const uint8_t* full_send = device ? w->send_stage : static_cast<const uint8_t*>(a.sendbuf);
+  uint8_t* full_out = device ? w->recv_stage : static_cast<uint8_t*>(a.recvbuf);
+  auto stage_input = [&](size_t begin, size_t n) {
+    if (device && n > 0)
+      s->then(timed([work, at = begin * elem, bytes = n * elem] {
+        work->copy_bytes(work->send_stage + at, static_cast<const uint8_t*>(work->sendbuf) + at, bytes);
+      }));
+  };
+  auto stage_output = [&](size_t begin, size_t n) {  // recvbuf -> recv_stage
+    if (device && n > 0)
+      s->then(timed([work, at = begin * elem, bytes = n * elem] {
+        work->copy_bytes(work->recv_stage + at, static_cast<const uint8_t*>(work->recvbuf) + at, bytes);
+      }));
+  };
+  auto unstage_output = [&](Round& round, size_t begin, size_t n) {  // recv_stage -> recvbuf, once received
+    if (device && n > 0)
+      round.after.push_back(timed([work, at = begin * elem, bytes = n * elem] {
+        work->copy_bytes(static_cast<uint8_t*>(work->recvbuf) + at, work->recv_stage + at, bytes);
+      }));
+  };
   // Every rank emits the same rounds (some empty) so that round numbers, hence tags, agree.
   if (grp.rail) {  // each slice of the host's inputs to the slice's rank, at full precision
+    for (int k = 0; k < nlocal; ++k) {
+      const int theirs = w->peer_local_index(k);
+      stage_input(grp.slice_begin_of(count, theirs), grp.slice_count_of(count, theirs));
+    }
     Round& exchange = s->round();
     const size_t mine = grp.slice_count(count);
     for (int k = 0; k < nlocal; ++k) {
@@ -609,17 +662,16 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
       const int theirs = w->peer_local_index(k);
       const size_t n = grp.slice_count_of(count, theirs);
       if (mine > 0) exchange.recvs.push_back({peer, w->local_in + static_cast<size_t>(k) * mine * elem, mine * elem});
-      if (n > 0)
-        exchange.sends.push_back(
-            {peer, static_cast<const uint8_t*>(a.sendbuf) + grp.slice_begin_of(count, theirs) * elem, n * elem});
+      if (n > 0) exchange.sends.push_back({peer, full_send + grp.slice_begin_of(count, theirs) * elem, n * elem});
     }
   } else if (grp.hierarchical) {  // the host's inputs to its leader, at full precision
+    if (!member) stage_input(0, count);
     Round& gather = s->round();
     if (member) {
       for (int k = 0; k < nlocal; ++k)
         gather.recvs.push_back({grp.local_peers[k], w->local_in + static_cast<size_t>(k) * count * elem, count * elem});
     } else {
-      gather.sends.push_back({grp.leader, a.sendbuf, count * elem});
+      gather.sends.push_back({grp.leader, full_send, count * elem});
     }
   }
   // Unless it moves few bytes (one_round below), the alltoall runs as m - 1 pairwise rounds (shift k: send to
@@ -738,24 +790,25 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
       spread.after.push_back(timed([work, k] { work->finish_peer(k); }));
     }
   } else if (grp.rail) {  // this rank's slice of the result to the host's other ranks, theirs from them
-    Round& spread = s->round();
     const size_t mine = grp.slice_count(count);
+    if (nlocal > 0) stage_output(grp.slice_begin(count), mine);
+    Round& spread = s->round();
     for (int k = 0; k < nlocal; ++k) {
       const int peer = grp.local_peers[k];
       const int theirs = w->peer_local_index(k);
       const size_t n = grp.slice_count_of(count, theirs);
-      if (n > 0)
-        spread.recvs.push_back(
-            {peer, static_cast<uint8_t*>(a.recvbuf) + grp.slice_begin_of(count, theirs) * elem, n * elem});
-      if (mine > 0)
-        spread.sends.push_back({peer, static_cast<uint8_t*>(a.recvbuf) + grp.slice_begin(count) * elem, mine * elem});
+      if (n > 0) spread.recvs.push_back({peer, full_out + grp.slice_begin_of(count, theirs) * elem, n * elem});
+      if (mine > 0) spread.sends.push_back({peer, full_out + grp.slice_begin(count) * elem, mine * elem});
+      unstage_output(spread, grp.slice_begin_of(count, theirs), n);
     }
   } else if (grp.hierarchical) {  // the result to the host's other ranks
+    if (member && nlocal > 0) stage_output(0, count);
     Round& spread = s->round();
     if (member) {
-      for (int peer : grp.local_peers) spread.sends.push_back({peer, a.recvbuf, count * elem});
+      for (int peer : grp.local_peers) spread.sends.push_back({peer, full_out, count * elem});
     } else {
-      spread.recvs.push_back({grp.leader, a.recvbuf, count * elem});
+      spread.recvs.push_back({grp.leader, full_out, count * elem});
+      unstage_output(spread, 0, count);
     }
   }
   if (device) {

@@ -119,11 +119,12 @@ struct QuantizedArgs {
 // hierarchical mode.
 CallDetails quantized_details(size_t count, const Codec& codec);
 
-// Whether a call on device memory compresses on the device (docs/cuda.md): the flat form above the full-precision
-// size, with a state that keeps its own error feedback. Otherwise it is staged and compresses on the host. Either
-// way the messages and results are the same, so ranks need not agree on it.
-bool compresses_on_device(const Comm& comm, const QuantizedArgs& args, const Codec& codec, const QuantizedState* state);
-// The mapped staging such a call needs (compressed blocks; fp32 copies of fp16/bf16 inputs).
+// Whether a call on device memory compresses on the device (docs/cuda.md): above the full-precision size, with a
+// state that keeps its own error feedback (not the bucket scheduler's). Otherwise it is staged and compresses on
+// the host. Either way the messages and results are the same, so ranks need not agree on it.
+bool compresses_on_device(const Comm& comm, const QuantizedArgs& args, const QuantizedState* state);
+// The mapped staging such a call needs: compressed blocks, fp32 copies of fp16/bf16 inputs and of the host's
+// inputs (hierarchical), and the full-precision input and output where they cross the wire.
 size_t quantized_device_staging_bytes(const Comm& comm, const QuantizedArgs& args, const Codec& codec);
 
 // Builds the operation (arguments already validated). state may be NULL (no error feedback). taken: a context
