@@ -44,6 +44,9 @@ class HostOnlyRuntime final : public DeviceRuntime {
     unavailable();
   }
   void divide_async(void*, size_t, bagua_datatype_t, int, DeviceStream) override { unavailable(); }
+  void average_correct_async(void*, const void*, const void*, size_t, bagua_datatype_t, int, DeviceStream) override {
+    unavailable();
+  }
   void compress_async(const CompressionSpec&, const float*, size_t, float*, const RoundingKey&, uint8_t*,
                       DeviceStream) override {
     unavailable();

@@ -97,6 +97,9 @@ class DeviceRuntime {
   virtual void reduce_async(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype,
                             bagua_redop_t op, DeviceStream stream) = 0;
   virtual void divide_async(void* dst, size_t count, bagua_datatype_t dtype, int divisor, DeviceStream stream) = 0;
+  // x = average_correction(x, sum, snapshot, n) element-wise (kernels/reduce_math.h), float32 or float64.
+  virtual void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count,
+                                     bagua_datatype_t dtype, int n, DeviceStream stream) = 0;
   // Stream-ordered compression of fp32 values (kernels/quantize.h): the CPU reference's bytes. Every pointer is
   // device memory or alloc_mapped memory.
   virtual void compress_async(const CompressionSpec& spec, const float* x, size_t count, float* error,

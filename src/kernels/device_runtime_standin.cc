@@ -250,6 +250,10 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   void divide_async(void* dst, size_t count, bagua_datatype_t dtype, int divisor, DeviceStream stream) override {
     stream_of(stream)->enqueue([=] { divide_by(dst, count, dtype, divisor); });
   }
+  void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype,
+                             int n, DeviceStream stream) override {
+    stream_of(stream)->enqueue([=] { average_correct(x, sum, snapshot, count, dtype, n); });
+  }
   void compress_async(const CompressionSpec& spec, const float* x, size_t count, float* error, const RoundingKey& key,
                       uint8_t* out, DeviceStream stream) override {
     stream_of(stream)->enqueue([=] { compress_floats(spec, x, count, error, key, out); });

@@ -61,4 +61,12 @@ BAGUA_HD inline W divide_value(W x, int divisor) {
   }
 }
 
+// Asynchronous averaging's correction of one element (float or double): x + (sum / n - snapshot), keeping the
+// caller's updates since the snapshot; a NaN result is canonical.
+template <typename W>
+BAGUA_HD inline W average_correction(W x, W sum, W snapshot, int n) {
+  W r = x + (sum / static_cast<W>(n) - snapshot);
+  return r != r ? canonical_nan<W>() : r;
+}
+
 }  // namespace bagua

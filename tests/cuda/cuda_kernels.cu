@@ -1,7 +1,7 @@
 // CUDA kernels against the CPU reference, bit for bit: reductions for every datatype and op (random bit
 // patterns, so NaN, Inf and subnormals too), averages, min-max codes with nearest and stochastic rounding
-// (same key), decompress-accumulate, and the quantized allreduce's wire formats. Exits 77 (skipped) without a CUDA
-// device.
+// (same key), decompress-accumulate, the quantized allreduce's wire formats and the averaging correction. Exits 77
+// (skipped) without a CUDA device.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -277,6 +277,40 @@ void wire_formats() {
   }
 }
 
+// Asynchronous averaging's correction x + (sum / n - snapshot), float and double, NaN and Inf among the inputs.
+void averaging() {
+  std::mt19937 rng(13);
+  std::normal_distribution<double> dist(0.0, 10.0);
+  const size_t n = 30001;
+  auto check = [&](auto zero) {
+    using T = decltype(zero);
+    const bagua_datatype_t dtype = sizeof(T) == 4 ? BAGUA_FLOAT32 : BAGUA_FLOAT64;
+    std::vector<T> x(n), sum(n), snapshot(n);
+    for (size_t i = 0; i < n; ++i) {
+      x[i] = static_cast<T>(dist(rng));
+      sum[i] = static_cast<T>(dist(rng));
+      snapshot[i] = static_cast<T>(dist(rng));
+    }
+    x[5] = static_cast<T>(INFINITY);
+    sum[6] = static_cast<T>(NAN);
+    snapshot[7] = -static_cast<T>(INFINITY);
+    T* dx = to_device(x);
+    T* dsum = to_device(sum);
+    T* dsnap = to_device(snapshot);
+    average_correct(x.data(), sum.data(), snapshot.data(), n, dtype, 3);
+    cuda::average_correct(dx, dsum, dsnap, n, dtype, 3, nullptr);
+    cuda::synchronize(nullptr);
+    std::vector<T> got = to_host(dx, n);
+    EXPECT(std::memcmp(got.data(), x.data(), n * sizeof(T)) == 0, "averaging correction differs (%s)",
+           datatype_name(dtype));
+    cudaFree(dx);
+    cudaFree(dsum);
+    cudaFree(dsnap);
+  };
+  check(0.0f);
+  check(0.0);
+}
+
 }  // namespace
 
 int main() {
@@ -289,6 +323,7 @@ int main() {
   quantization();
   other_kernels();
   wire_formats();
+  averaging();
   std::printf("%s\n", g_failures ? "CUDA kernels: FAILED" : "CUDA kernels match the CPU bit for bit");
   return g_failures ? 1 : 0;
 }

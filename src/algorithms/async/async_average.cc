@@ -6,24 +6,32 @@
 #include "algorithms/dispatch.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/dtype.h"
 
 namespace bagua {
 
 AsyncAverager::AsyncAverager(std::unique_ptr<Comm> comm, void* buf, size_t count, bagua_datatype_t dtype,
                              int interval_ms, int device)
     : comm_(std::move(comm)), buf_(buf), count_(count), dtype_(dtype), interval_ms_(interval_ms), device_(device) {
-  if (device_ >= 0) stream_ = device_runtime().create_stream(device_);
+  if (device_ >= 0) {
+    DeviceRuntime& runtime = device_runtime();
+    const size_t bytes = count_ * datatype_size(dtype_);
+    stream_ = runtime.create_stream(device_);
+    device_snapshot_ = runtime.alloc_device(bytes, device_);
+    device_sum_ = device_snapshot_ ? runtime.alloc_device(bytes, device_) : nullptr;
+    if (device_sum_ == nullptr) {
+      runtime.free_device(device_snapshot_);
+      runtime.destroy_stream(stream_);
+      fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate 2 x {} bytes of device memory for averaging", bytes);
+    }
+  }
   thread_ = std::thread([this] { run(); });
 }
 
 void AsyncAverager::read_buf(void* host, size_t bytes) {
   if (device_ < 0) return static_cast<void>(std::memcpy(host, buf_, bytes));
   device_runtime().copy_async(host, buf_, bytes, stream_);
-  device_runtime().synchronize(stream_, comm_->config().timeout_ms);
-}
-
-void AsyncAverager::write_buf(const void* host, size_t bytes) {
-  device_runtime().copy_async(buf_, host, bytes, stream_);
   device_runtime().synchronize(stream_, comm_->config().timeout_ms);
 }
 
@@ -36,7 +44,11 @@ AsyncAverager::~AsyncAverager() {
     wake_.notify_all();
     thread_.join();
   }
-  if (stream_ != nullptr) device_runtime().destroy_stream(stream_);
+  if (stream_ != nullptr) {
+    device_runtime().free_device(device_snapshot_);
+    device_runtime().free_device(device_sum_);
+    device_runtime().destroy_stream(stream_);
+  }
 }
 
 void AsyncAverager::lock() {
@@ -55,24 +67,26 @@ void AsyncAverager::unlock() {
 
 template <typename T>
 void AsyncAverager::average_round(std::vector<T>& snapshot, std::vector<T>& sum, bool& stop_all) {
+  const size_t bytes = count_ * sizeof(T);
   {
     std::lock_guard<std::mutex> guard(user_mutex_);
-    read_buf(snapshot.data(), count_ * sizeof(T));
+    if (device_ >= 0) device_runtime().copy_async(device_snapshot_, buf_, bytes, stream_);  // for the correction
+    read_buf(snapshot.data(), bytes);
   }
   snapshot[count_] = stop_requested_.load() ? T(1) : T(0);  // this rank's stop vote
   allreduce_now(*comm_, snapshot.data(), sum.data(), count_ + 1, dtype_, BAGUA_SUM);
   stop_all = sum[count_] > T(0);
-  const T n = static_cast<T>(comm_->size());
   std::lock_guard<std::mutex> guard(user_mutex_);
-  if (device_ >= 0) {  // the same update on a host image of the device buffer
-    std::vector<T> x(count_);
-    read_buf(x.data(), count_ * sizeof(T));
-    for (size_t i = 0; i < count_; ++i) x[i] += sum[i] / n - snapshot[i];
-    write_buf(x.data(), count_ * sizeof(T));
+  // x += sum / n - snapshot keeps the caller's updates since the snapshot. On the device: a kernel on this thread's
+  // stream, with the snapshot kept there and only the sum copied in.
+  if (device_ >= 0) {
+    DeviceRuntime& runtime = device_runtime();
+    runtime.copy_async(device_sum_, sum.data(), bytes, stream_);
+    runtime.average_correct_async(buf_, device_sum_, device_snapshot_, count_, dtype_, comm_->size(), stream_);
+    runtime.synchronize(stream_, comm_->config().timeout_ms);
     return;
   }
-  T* x = static_cast<T*>(buf_);
-  for (size_t i = 0; i < count_; ++i) x[i] += sum[i] / n - snapshot[i];  // keeps the caller's updates since
+  average_correct(buf_, sum.data(), snapshot.data(), count_, dtype_, comm_->size());
 }
 
 void AsyncAverager::run() {

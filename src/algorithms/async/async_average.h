@@ -19,8 +19,8 @@ namespace bagua {
 
 class AsyncAverager {
  public:
-  // device >= 0: buf is device memory of that device, read and written by the averaging thread's own stream under
-  // the lock (the caller's stream work on buf must be done before it unlocks).
+  // device >= 0: buf is device memory of that device, read and corrected (a kernel) by the averaging thread's own
+  // stream under the lock (the caller's stream work on buf must be done before it unlocks).
   AsyncAverager(std::unique_ptr<Comm> comm, void* buf, size_t count, bagua_datatype_t dtype, int interval_ms,
                 int device = -1);
   ~AsyncAverager();
@@ -36,9 +36,8 @@ class AsyncAverager {
   void run();
   template <typename T>
   void average_round(std::vector<T>& snapshot, std::vector<T>& sum, bool& stop_all);
-  // buf to or from host memory: a memcpy, or a copy on the thread's stream for a device buffer.
+  // buf into host memory: a memcpy, or a copy on the thread's stream for a device buffer.
   void read_buf(void* host, size_t bytes);
-  void write_buf(const void* host, size_t bytes);
 
   std::unique_ptr<Comm> comm_;
   void* buf_;
@@ -46,7 +45,9 @@ class AsyncAverager {
   bagua_datatype_t dtype_;
   int interval_ms_;
   int device_ = -1;
-  void* stream_ = nullptr;  // device buf: the averaging thread's stream
+  void* stream_ = nullptr;           // device buf: the averaging thread's stream
+  void* device_snapshot_ = nullptr;  // device buf: the round's snapshot and the allreduced sum, on its device
+  void* device_sum_ = nullptr;
   std::mutex user_mutex_;
   std::atomic<std::thread::id> holder_{};
   std::mutex wake_mutex_;

@@ -19,6 +19,9 @@ void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_da
 // dst[i] /= divisor: truncation toward zero for integers, IEEE division (fp16/bf16 via fp32) for floats.
 void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor);
 
+// x[i] = average_correction(x[i], sum[i], snapshot[i], n) (reduce_math.h), for BAGUA_FLOAT32 or BAGUA_FLOAT64.
+void average_correct(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype, int n);
+
 enum class CpuKernels { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 CpuKernels cpu_kernels();                      // the variant in use (BAGUA_CPU_KERNELS may lower it)
 bool cpu_kernels_available(CpuKernels which);  // what this CPU can run

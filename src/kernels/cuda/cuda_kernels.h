@@ -14,6 +14,9 @@ namespace bagua::cuda {
 void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
                  void* stream);
 void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, void* stream);
+// Asynchronous averaging's correction (kernels/cpu/reduce.h's average_correct), float32 or float64.
+void average_correct(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype, int n,
+                     void* stream);
 // fp32 input; out holds minmax_compressed_bytes(count, format).
 void minmax_compress(const float* x, size_t count, const MinMaxFormat& format, const RoundingKey& key, uint8_t* out,
                      void* stream);

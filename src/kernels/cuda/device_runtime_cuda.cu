@@ -373,6 +373,12 @@ class CudaRuntime final : public DeviceRuntime {
     DeviceGuard on(device_of_stream(stream));
     cuda::divide_by(dst, count, dtype, divisor, stream);
   }
+  void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype,
+                             int n, DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    cuda::average_correct(x, sum, snapshot, count, dtype, n, stream);
+  }
   void compress_async(const CompressionSpec& spec, const float* x, size_t count, float* error, const RoundingKey& key,
                       uint8_t* out, DeviceStream stream) override {
     RelaxedCapture relaxed;

@@ -107,6 +107,30 @@ void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, voi
   check_launch("CUDA average");
 }
 
+namespace {
+template <typename T>
+__global__ void average_correct_kernel(T* x, const T* sum, const T* snapshot, size_t count, int n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    x[i] = average_correction<T>(x[i], sum[i], snapshot[i], n);
+}
+}  // namespace
+
+void average_correct(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype, int n,
+                     void* stream) {
+  if (count == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  if (dtype == BAGUA_FLOAT32)
+    average_correct_kernel<float><<<blocks_for(count), 256, 0, s>>>(
+        static_cast<float*>(x), static_cast<const float*>(sum), static_cast<const float*>(snapshot), count, n);
+  else if (dtype == BAGUA_FLOAT64)
+    average_correct_kernel<double><<<blocks_for(count), 256, 0, s>>>(
+        static_cast<double*>(x), static_cast<const double*>(sum), static_cast<const double*>(snapshot), count, n);
+  else
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "averaging corrections are float32 or float64");
+  check_launch("CUDA averaging correction");
+}
+
 void load_kernels() {
   for (bagua_datatype_t dtype : {BAGUA_INT8, BAGUA_UINT8, BAGUA_INT32, BAGUA_UINT32, BAGUA_INT64, BAGUA_UINT64,
                                  BAGUA_FLOAT16, BAGUA_BFLOAT16, BAGUA_FLOAT32, BAGUA_FLOAT64})
