@@ -40,14 +40,6 @@ int device_of(const void* buf, size_t bytes, const char* name) {
   return memory.on_device() ? memory.device() : -1;
 }
 
-// A synchronous copy between host and device memory, after the legacy default stream's earlier work and before
-// its later work (the synchronous calls' ordering on device memory).
-void copy_ordered(void* dst, const void* src, size_t bytes, const Comm& comm) {
-  if (bytes == 0) return;
-  device_runtime().copy_async(dst, src, bytes, nullptr);
-  device_runtime().synchronize(nullptr, comm.config().timeout_ms);
-}
-
 std::unique_ptr<Operation> make_neighbor(bagua_comm* handle, const void* sendbuf, void* recvbuf, size_t count,
                                          bagua_datatype_t dtype, bagua_topology* topo, uint64_t step, void* stream) {
   Comm& comm = require_comm(handle);
@@ -163,16 +155,12 @@ bagua_status_t bagua_lpdec_create(bagua_comm_t comm, size_t count, const bagua_c
     require_pointer(lpdec, "lpdec");
     Codec codec = Codec::from_config(cfg);
     const size_t bytes = checked_bytes(count, BAGUA_FLOAT32, "count");
-    std::vector<float> staged;
-    if (device_of(initial, bytes, "initial") >= 0) {  // the replicas live on the host; start from a copy
-      staged.resize(count);
-      copy_ordered(staged.data(), initial, bytes, c);
-      initial = staged.data();
-    }
+    const int device = device_of(initial, bytes, "initial");  // the replicas live where initial does
     c.check_usable();
+    if (device >= 0) device_runtime().synchronize(nullptr, c.config().timeout_ms);  // earlier work on initial
     auto made = std::make_unique<bagua_lpdec>();
     made->comm = comm;
-    made->impl = std::make_unique<LowPrecisionDecentralized>(c, count, codec, initial);
+    made->impl = std::make_unique<LowPrecisionDecentralized>(c, count, codec, initial, device);
     *lpdec = made.release();
   });
 }
@@ -183,13 +171,9 @@ bagua_status_t bagua_lpdec_step(bagua_lpdec_t lpdec, float* x) {
     require_pointer(lpdec, "lpdec");
     const size_t bytes = lpdec->impl->count() * sizeof(float);
     Comm& c = require_comm(lpdec->comm);
-    const bool on_device = device_of(x, bytes, "x") >= 0;
+    device_of(x, bytes, "x");  // (checks x)
     c.check_usable();
-    if (!on_device) return lpdec->impl->step(x);
-    std::vector<float> staged(lpdec->impl->count());  // a host image of x, stepped and copied back
-    copy_ordered(staged.data(), x, bytes, c);
-    lpdec->impl->step(staged.data());
-    copy_ordered(x, staged.data(), bytes, c);
+    lpdec->impl->step(x);
   });
 }
 
@@ -200,11 +184,8 @@ bagua_status_t bagua_lpdec_replica(bagua_lpdec_t lpdec, int which, float* out, s
     if (which < -1 || which > 1) fail(BAGUA_ERR_INVALID_ARGUMENT, "which {} is not -1, 0 or +1", which);
     if (count != lpdec->impl->count())
       fail(BAGUA_ERR_INVALID_ARGUMENT, "count {} differs from the lpdec's {}", count, lpdec->impl->count());
-    const auto& replica = lpdec->impl->replica(which);
-    if (device_of(out, count * sizeof(float), "out") >= 0)
-      copy_ordered(out, replica.data(), count * sizeof(float), require_comm(lpdec->comm));
-    else
-      std::copy(replica.begin(), replica.end(), out);
+    device_of(out, count * sizeof(float), "out");  // (checks out)
+    lpdec->impl->copy_replica(which, out);
   });
 }
 

@@ -32,6 +32,10 @@ void compress_floats(const CompressionSpec&, const float*, size_t, float*, const
   no_cuda();
 }
 void decompress_floats(const CompressionSpec&, const uint8_t*, size_t, float*, bool, void*) { no_cuda(); }
+void gossip_difference(float*, const float*, const float*, const float* const*, const float*, int, float, size_t,
+                       void*) {
+  no_cuda();
+}
 void bagua_u8_compress(const float*, size_t, uint8_t*, void*) { no_cuda(); }
 void bagua_u8_decompress(const uint8_t*, size_t, float*, void*) { no_cuda(); }
 

@@ -34,6 +34,8 @@ class HostOnlyRuntime final : public DeviceRuntime {
   void free_mapped(void*) override {}
   void* alloc_device(size_t, int) override { unavailable(); }
   void free_device(void*) override {}
+  void* alloc_device_async(size_t, DeviceStream) override { unavailable(); }
+  void free_device_async(void*, DeviceStream) override {}
   bool allocation(const void*, DeviceAllocation*) override { return false; }
   void export_ipc(uintptr_t, IpcHandle*) override { unavailable(); }
   void* open_ipc(const IpcHandle&, int) override { unavailable(); }
@@ -52,6 +54,10 @@ class HostOnlyRuntime final : public DeviceRuntime {
     unavailable();
   }
   void decompress_async(const CompressionSpec&, const uint8_t*, size_t, float*, bool, DeviceStream) override {
+    unavailable();
+  }
+  void gossip_difference_async(float*, const float*, const float*, const float* const*, const float*, int, float,
+                               size_t, DeviceStream) override {
     unavailable();
   }
   void convert_async(void*, bagua_datatype_t, const void*, bagua_datatype_t, size_t, DeviceStream) override {

@@ -82,6 +82,12 @@ class DeviceRuntime {
   // Device memory on `device`; nullptr when out of memory.
   virtual void* alloc_device(size_t bytes, int device) = 0;
   virtual void free_device(void* ptr) = 0;
+  // Stream-ordered device memory of the library's own (cudaMallocAsync on stream's device): usable by work on
+  // `stream` after the call, and on other streams once that work has finished; freed after the stream's earlier work,
+  // without waiting for the device (cudaFree would wait for every stream, a parked one included). nullptr when out
+  // of memory.
+  virtual void* alloc_device_async(size_t bytes, DeviceStream stream) = 0;
+  virtual void free_device_async(void* ptr, DeviceStream stream) = 0;
   // The allocation ptr lies in; false when it is not device memory of this runtime.
   virtual bool allocation(const void* ptr, DeviceAllocation* out) = 0;
   // A handle that another process of this host opens to map the exportable allocation starting at base.
@@ -107,6 +113,10 @@ class DeviceRuntime {
   // out = deq(in), or with accumulate out += deq(in).
   virtual void decompress_async(const CompressionSpec& spec, const uint8_t* in, size_t count, float* out,
                                 bool accumulate, DeviceStream stream) = 0;
+  // kernels/quantize.h's gossip_difference; replicas and weights are host arrays of at most kMaxGossipReplicas.
+  virtual void gossip_difference_async(float* diff, const float* x, const float* self, const float* const* replicas,
+                                       const float* weights, int nreplicas, float self_weight, size_t count,
+                                       DeviceStream stream) = 0;
   // fp32 <-> fp16/bf16 (one side is BAGUA_FLOAT32; the same types copy).
   virtual void convert_async(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type,
                              size_t count, DeviceStream stream) = 0;

@@ -165,6 +165,10 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     device_blocks_[reinterpret_cast<uintptr_t>(p)] = Block{bytes ? bytes : 1, ++next_buffer_id_, -1};
     return p;
   }
+  void* alloc_device_async(size_t bytes, DeviceStream) override { return alloc_device(bytes, 0); }
+  void free_device_async(void* ptr, DeviceStream stream) override {
+    if (ptr != nullptr) stream_of(stream)->enqueue([this, ptr] { free_device(ptr); });
+  }
   void free_device(void* ptr) override {
     if (ptr == nullptr) return;
     Block block;
@@ -266,6 +270,14 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
       else
         decompress_floats(spec, in, count, out);
     });
+  }
+  void gossip_difference_async(float* diff, const float* x, const float* self, const float* const* replicas,
+                               const float* weights, int nreplicas, float self_weight, size_t count,
+                               DeviceStream stream) override {
+    std::vector<const float*> r(replicas, replicas + nreplicas);
+    std::vector<float> w(weights, weights + nreplicas);
+    stream_of(stream)->enqueue(
+        [=] { gossip_difference(diff, x, self, r.data(), w.data(), nreplicas, self_weight, count); });
   }
   void convert_async(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type, size_t count,
                      DeviceStream stream) override {

@@ -80,6 +80,11 @@ void compress_floats(const CompressionSpec& spec, const float* x, size_t count, 
 void decompress_floats(const CompressionSpec& spec, const uint8_t* in, size_t count, float* out);
 // acc[i] += deq(in)[i] (a NaN sum is the canonical NaN)
 void decompress_accumulate_floats(const CompressionSpec& spec, const uint8_t* in, size_t count, float* acc);
+// Low-precision decentralized SGD's difference to send (algorithms/gossip/lpdec.h), element by element:
+// d = self_weight * self; d += weights[k] * replicas[k] in order; d = (x + (d - self)) - self.
+constexpr int kMaxGossipReplicas = 8;
+void gossip_difference(float* diff, const float* x, const float* self, const float* const* replicas,
+                       const float* weights, int nreplicas, float self_weight, size_t count);
 // fp32 <-> fp16/bf16 (one side is BAGUA_FLOAT32; the same types copy).
 void convert_floats(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type, size_t count);
 

@@ -1,7 +1,7 @@
 // CUDA kernels against the CPU reference, bit for bit: reductions for every datatype and op (random bit
 // patterns, so NaN, Inf and subnormals too), averages, min-max codes with nearest and stochastic rounding
-// (same key), decompress-accumulate, the quantized allreduce's wire formats and the averaging correction. Exits 77
-// (skipped) without a CUDA device.
+// (same key), decompress-accumulate, the quantized allreduce's wire formats, the averaging correction and the gossip
+// difference. Exits 77 (skipped) without a CUDA device.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -311,6 +311,29 @@ void averaging() {
   check(0.0);
 }
 
+// Low-precision decentralized SGD's difference with two replicas (a ring's weights, 1/3 each).
+void gossip() {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const size_t n = 40001;
+  std::vector<float> x(n), self(n), left(n), right(n), want(n);
+  for (size_t i = 0; i < n; ++i) x[i] = dist(rng), self[i] = dist(rng), left[i] = dist(rng), right[i] = dist(rng);
+  const float weights[2] = {1.0f / 3, 1.0f / 3};
+  const float* replicas[2] = {left.data(), right.data()};
+  gossip_difference(want.data(), x.data(), self.data(), replicas, weights, 2, 1.0f / 3, n);
+  float* dx = to_device(x);
+  float* dself = to_device(self);
+  float* dleft = to_device(left);
+  float* dright = to_device(right);
+  float* ddiff = to_device(std::vector<float>(n));
+  const float* dreplicas[2] = {dleft, dright};
+  cuda::gossip_difference(ddiff, dx, dself, dreplicas, weights, 2, 1.0f / 3, n, nullptr);
+  cuda::synchronize(nullptr);
+  std::vector<float> got = to_host(ddiff, n);
+  EXPECT(std::memcmp(got.data(), want.data(), n * 4) == 0, "gossip difference differs");
+  for (float* p : {dx, dself, dleft, dright, ddiff}) cudaFree(p);
+}
+
 }  // namespace
 
 int main() {
@@ -324,6 +347,7 @@ int main() {
   other_kernels();
   wire_formats();
   averaging();
+  gossip();
   std::printf("%s\n", g_failures ? "CUDA kernels: FAILED" : "CUDA kernels match the CPU bit for bit");
   return g_failures ? 1 : 0;
 }

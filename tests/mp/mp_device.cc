@@ -951,8 +951,11 @@ int relaxations(bagua_comm_t comm) {
     g_rt->free_device(dev);
   }
   MP_OK(bagua_topology_destroy(topo));
-  // Low-precision decentralized SGD: weights, replicas and steps on device memory equal those on host memory.
-  {
+  // Low-precision decentralized SGD: weights, replicas and steps on device memory equal those on host memory, for
+  // every format (error feedback on for min-max): the replicas stay on the device (stepped by kernels); step 2
+  // passes a host x to the device object; replicas are read into device and host memory.
+  for (bagua_compress_kind_t kind :
+       {BAGUA_COMPRESS_MINMAX, BAGUA_COMPRESS_SIGN, BAGUA_COMPRESS_FP16, BAGUA_COMPRESS_BF16}) {
     const size_t n = 20000;
     std::vector<float> w(n), got(n), replica_host(n), replica_dev(n);
     for (size_t i = 0; i < n; ++i)
@@ -962,6 +965,8 @@ int relaxations(bagua_comm_t comm) {
     g_rt->copy_async(dw, w.data(), n * 4, nullptr);
     sync(nullptr);
     bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+    cfg.kind = kind;
+    cfg.error_feedback = kind == BAGUA_COMPRESS_MINMAX ? 1 : 0;
     bagua_lpdec_t host_lpdec, dev_lpdec;
     MP_OK(bagua_lpdec_create(comm, n, &cfg, w.data(), &host_lpdec));
     MP_OK(bagua_lpdec_create(comm, n, &cfg, static_cast<float*>(dw), &dev_lpdec));
@@ -970,10 +975,16 @@ int relaxations(bagua_comm_t comm) {
       g_rt->copy_async(got.data(), dw, n * 4, nullptr);  // the device weights, updated the same way
       sync(nullptr);
       for (size_t i = 0; i < n; ++i) got[i] -= 0.25f * static_cast<float>((i + step) % 5);
-      g_rt->copy_async(dw, got.data(), n * 4, nullptr);
-      sync(nullptr);
       MP_OK(bagua_lpdec_step(host_lpdec, w.data()));
-      MP_OK(bagua_lpdec_step(dev_lpdec, static_cast<float*>(dw)));
+      if (step == 2) {  // a host x for the device replicas
+        MP_OK(bagua_lpdec_step(dev_lpdec, got.data()));
+        g_rt->copy_async(dw, got.data(), n * 4, nullptr);
+        sync(nullptr);
+      } else {
+        g_rt->copy_async(dw, got.data(), n * 4, nullptr);
+        sync(nullptr);
+        MP_OK(bagua_lpdec_step(dev_lpdec, static_cast<float*>(dw)));
+      }
     }
     g_rt->copy_async(got.data(), dw, n * 4, nullptr);
     sync(nullptr);
@@ -983,6 +994,12 @@ int relaxations(bagua_comm_t comm) {
     g_rt->copy_async(replica_dev.data(), dreplica, n * 4, nullptr);
     sync(nullptr);
     MP_CHECK(replica_dev == replica_host);
+    for (int which : {0, 1}) {
+      std::vector<float> host_side(n), dev_side(n);
+      MP_OK(bagua_lpdec_replica(host_lpdec, which, host_side.data(), n));
+      MP_OK(bagua_lpdec_replica(dev_lpdec, which, dev_side.data(), n));
+      MP_CHECK(std::memcmp(host_side.data(), dev_side.data(), n * 4) == 0);
+    }
     MP_OK(bagua_lpdec_destroy(host_lpdec));
     MP_OK(bagua_lpdec_destroy(dev_lpdec));
     g_rt->free_device(dw);

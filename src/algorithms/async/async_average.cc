@@ -18,10 +18,13 @@ AsyncAverager::AsyncAverager(std::unique_ptr<Comm> comm, void* buf, size_t count
     DeviceRuntime& runtime = device_runtime();
     const size_t bytes = count_ * datatype_size(dtype_);
     stream_ = runtime.create_stream(device_);
-    device_snapshot_ = runtime.alloc_device(bytes, device_);
-    device_sum_ = device_snapshot_ ? runtime.alloc_device(bytes, device_) : nullptr;
+    try {
+      device_snapshot_ = runtime.alloc_device_async(bytes, stream_);
+      device_sum_ = device_snapshot_ ? runtime.alloc_device_async(bytes, stream_) : nullptr;
+    } catch (...) {
+    }
     if (device_sum_ == nullptr) {
-      runtime.free_device(device_snapshot_);
+      runtime.free_device_async(device_snapshot_, stream_);
       runtime.destroy_stream(stream_);
       fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate 2 x {} bytes of device memory for averaging", bytes);
     }
@@ -45,8 +48,8 @@ AsyncAverager::~AsyncAverager() {
     thread_.join();
   }
   if (stream_ != nullptr) {
-    device_runtime().free_device(device_snapshot_);
-    device_runtime().free_device(device_sum_);
+    device_runtime().free_device_async(device_snapshot_, stream_);
+    device_runtime().free_device_async(device_sum_, stream_);
     device_runtime().destroy_stream(stream_);
   }
 }

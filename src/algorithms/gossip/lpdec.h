@@ -36,16 +36,26 @@ void lpdec_step(Comm& comm, const Codec& codec, const LpdecSlice& slice, uint64_
 
 class LowPrecisionDecentralized {
  public:
-  // Collective: exchanges the initial weights with the ring neighbours (full precision).
-  LowPrecisionDecentralized(Comm& comm, size_t count, const Codec& codec, const float* initial);
+  // Collective: exchanges the initial weights with the ring neighbours (full precision). device >= 0: initial is
+  // device memory there, and so are the replicas, which every step updates with kernels on the object's own
+  // stream (after the legacy default stream's earlier work; the step returns once they finish): the same bits as on
+  // the host. Throws SYSTEM when out of device memory.
+  LowPrecisionDecentralized(Comm& comm, size_t count, const Codec& codec, const float* initial, int device = -1);
+  ~LowPrecisionDecentralized();
+  LowPrecisionDecentralized(const LowPrecisionDecentralized&) = delete;
+  LowPrecisionDecentralized& operator=(const LowPrecisionDecentralized&) = delete;
+  // x: memory of the replicas' kind (host, or device memory of their device).
   void step(float* x);
-  // which: -1 left neighbour, 0 self, +1 right neighbour.
-  const std::vector<float>& replica(int which) const;
+  // which: -1 left neighbour, 0 self, +1 right neighbour; out: host or device memory.
+  void copy_replica(int which, float* out) const;
   Comm& comm() { return comm_; }
   size_t count() const { return count_; }
+  int device() const { return device_; }
 
  private:
   LpdecSlice slice();
+  int peer_of(int which) const;
+  void step_on_device(float* x);
 
   Comm& comm_;
   size_t count_;
@@ -54,6 +64,19 @@ class LowPrecisionDecentralized {
   std::map<int, std::vector<float>> neighbours_;  // by rank
   std::vector<float> error_;                      // error feedback (empty when off)
   uint64_t steps_ = 0;
+  int timeout_ms_;  // the communicator's, kept: the object may outlive it
+  // Device replicas: self, neighbours by rank, error feedback, the step's difference and compressed bytes, in one
+  // allocation on device_.
+  int device_ = -1;
+  void* stream_ = nullptr;
+  void* device_block_ = nullptr;
+  float* device_self_ = nullptr;
+  std::map<int, float*> device_neighbours_;
+  float* device_error_ = nullptr;
+  float* device_diff_ = nullptr;
+  float* device_x_ = nullptr;  // a host x's device copy
+  uint8_t* device_mine_ = nullptr;
+  std::vector<uint8_t*> device_theirs_;  // in the ring plan's receive order
 };
 
 }  // namespace bagua

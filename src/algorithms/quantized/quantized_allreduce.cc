@@ -79,6 +79,7 @@ size_t QuantizedGroup::block_count(size_t count, int b) const { return block_cou
 
 QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t dtype, const Codec& codec)
     : comm_(&comm), count_(count), dtype_(dtype), codec_(codec), group_(QuantizedGroup::of(comm, codec)) {
+  timeout_ms_ = comm.config().timeout_ms;
   if (codec.error_feedback() && group_.index >= 0 && group_.members.size() > 1) {
     worker_error_.assign(count, 0.0f);
     owner_error_.assign(group_.block_count(count, group_.index), 0.0f);
@@ -96,6 +97,7 @@ QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t 
       group_(QuantizedGroup::of(comm, codec)),
       step_(first_step),
       shares_error_(true) {
+  timeout_ms_ = comm.config().timeout_ms;
   if (codec.error_feedback() && group_.index >= 0 && group_.members.size() > 1 && shared_error != nullptr) {
     worker_error_ptr_ = shared_error;
     owner_error_ptr_ = shared_error + group_.block_offset(count, group_.index);
@@ -104,41 +106,43 @@ QuantizedState::QuantizedState(const Comm& comm, size_t count, bagua_datatype_t 
 
 QuantizedState::~QuantizedState() {
   if (device_error_ == nullptr) return;
+  device_runtime().free_device_async(device_error_, copy_stream_);  // after its copies; no wait for the device
+  device_runtime().destroy_stream(copy_stream_);
+}
+
+void QuantizedState::reserve_device(int device) {
+  if (worker_error_ptr_ == nullptr || shares_error_ || (device_error_ != nullptr && device == device_)) return;
   DeviceRuntime& runtime = device_runtime();
+  const size_t bytes = (count_ + owner_error_.size()) * sizeof(float);
+  DeviceStream stream = runtime.create_stream(device);
+  void* block = nullptr;
   try {
-    runtime.synchronize(copy_stream_, comm_->config().timeout_ms);
-  } catch (...) {  // (a failed copy: the memory goes back all the same)
+    block = runtime.alloc_device_async(bytes, stream);
+    if (block == nullptr)
+      fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate {} bytes of device memory for the error feedback",
+           bytes);
+  } catch (...) {
+    runtime.destroy_stream(stream);
+    throw;
   }
-  runtime.free_device(device_error_);
-  runtime.destroy_stream(copy_stream_);
+  if (device_error_ != nullptr) {  // another device's: its contents are on the host (residual_to_device)
+    runtime.free_device_async(device_error_, copy_stream_);
+    runtime.destroy_stream(copy_stream_);
+  }
+  device_error_ = static_cast<float*>(block);
+  copy_stream_ = stream;
+  device_ = device;
 }
 
 void QuantizedState::residual_to_device(int device) {
   if (worker_error_ptr_ == nullptr || shares_error_) return;
   if (on_device_ && device == device_) return;
   residual_to_host();
+  reserve_device(device);
   DeviceRuntime& runtime = device_runtime();
-  const size_t floats = count_ + owner_error_.size();
-  if (device_error_ != nullptr && device != device_) {
-    runtime.free_device(device_error_);
-    runtime.destroy_stream(copy_stream_);
-    device_error_ = nullptr;
-    copy_stream_ = nullptr;
-  }
-  if (device_error_ == nullptr) {
-    copy_stream_ = runtime.create_stream(device);
-    device_error_ = static_cast<float*>(runtime.alloc_device(floats * sizeof(float), device));
-    if (device_error_ == nullptr) {
-      runtime.destroy_stream(copy_stream_);
-      copy_stream_ = nullptr;
-      fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate {} bytes of device memory for the error feedback",
-           floats * sizeof(float));
-    }
-    device_ = device;
-  }
   runtime.copy_async(device_error_, worker_error_ptr_, count_ * sizeof(float), copy_stream_);
   runtime.copy_async(device_error_ + count_, owner_error_.data(), owner_error_.size() * sizeof(float), copy_stream_);
-  runtime.synchronize(copy_stream_, comm_->config().timeout_ms);
+  runtime.synchronize(copy_stream_, timeout_ms_);
   on_device_ = true;
 }
 
@@ -147,7 +151,7 @@ void QuantizedState::residual_to_host() {
   DeviceRuntime& runtime = device_runtime();
   runtime.copy_async(worker_error_ptr_, device_error_, count_ * sizeof(float), copy_stream_);
   runtime.copy_async(owner_error_.data(), device_error_ + count_, owner_error_.size() * sizeof(float), copy_stream_);
-  runtime.synchronize(copy_stream_, comm_->config().timeout_ms);
+  runtime.synchronize(copy_stream_, timeout_ms_);
   on_device_ = false;
 }
 
@@ -256,7 +260,7 @@ ScratchLayout layout_scratch(const QuantizedGroup& grp, const Codec& codec, size
   }
   if (on_device && grp.hierarchical) {
     const size_t all = ScratchPlan::times(count, elem);
-    l.send_stage_at = plan.add(grp.rail || !member ? all : 0);
+    l.send_stage_at = plan.add((grp.rail ? nlocal > 0 : !member) ? all : 0);
     l.recv_stage_at = plan.add(!grp.rail || !(member && m > 1) ? all : 0);
     l.peer_x_at =
         plan.add(dtype != BAGUA_FLOAT32 && nlocal > 0 ? ScratchPlan::times(grp.slice_count(count), sizeof(float)) : 0);

@@ -75,6 +75,9 @@ class QuantizedState {
   // that device. Throws SYSTEM when out of device memory, CUDA or TIMEOUT when a copy fails.
   void residual_to_device(int device);
   void residual_to_host();
+  // Allocates the device copy on `device` (no copy): lets a call fail at the call, with no side effect, when out of
+  // device memory. Only while no call uses the state.
+  void reserve_device(int device);
   // The error feedback is the caller's array (the bucket scheduler's form): it stays in host memory.
   bool shares_error() const { return shares_error_; }
 
@@ -100,7 +103,9 @@ class QuantizedState {
   std::vector<uint8_t> scratch_;
   uint64_t step_ = 0;
   bool shares_error_ = false;
-  // Device copy of the error feedback: count worker floats, then the owner's block.
+  // Device copy of the error feedback: count worker floats, then the owner's block (stream-ordered memory of
+  // copy_stream_).
+  int timeout_ms_ = 0;  // the communicator's, kept: the state may outlive it
   float* device_error_ = nullptr;
   int device_ = -1;
   void* copy_stream_ = nullptr;

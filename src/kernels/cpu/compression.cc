@@ -43,7 +43,7 @@ void compress_floats(const CompressionSpec& spec, const float* x, size_t count, 
         return;
       }
       std::vector<float> t(x, x + count), back(count);
-      for (size_t i = 0; i < count; ++i) t[i] += error[i];
+      for (size_t i = 0; i < count; ++i) t[i] = canonical_float(t[i] + error[i]);  // (the GPU's NaN)
       cast_from_float(t.data(), count, out, cast_type(spec));
       cast_to_float(out, cast_type(spec), count, back.data());
       for (size_t i = 0; i < count; ++i) error[i] = feedback_residual(t[i] - back[i]);
@@ -77,6 +77,14 @@ void decompress_accumulate_floats(const CompressionSpec& spec, const uint8_t* in
   std::vector<float> values(count);
   decompress_floats(spec, in, count, values.data());
   reduce_from(acc, acc, values.data(), count, BAGUA_FLOAT32, BAGUA_SUM);
+}
+
+void gossip_difference(float* diff, const float* x, const float* self, const float* const* replicas,
+                       const float* weights, int nreplicas, float self_weight, size_t count) {
+  for (size_t i = 0; i < count; ++i) diff[i] = self_weight * self[i];
+  for (int k = 0; k < nreplicas; ++k)
+    for (size_t i = 0; i < count; ++i) diff[i] += weights[k] * replicas[k][i];
+  for (size_t i = 0; i < count; ++i) diff[i] = (x[i] + (diff[i] - self[i])) - self[i];
 }
 
 void convert_floats(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type, size_t count) {

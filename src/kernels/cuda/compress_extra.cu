@@ -79,10 +79,25 @@ __global__ void sign_unpack_kernel(const uint8_t* in, size_t count, size_t chunk
 __global__ void cast_ef_kernel(const float* x, float* error, size_t count, uint16_t* out, bool fp16) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    float t = x[i] + error[i];
+    float t = canonical_float(x[i] + error[i]);
     uint16_t h = fp16 ? float_to_fp16(t) : float_to_bf16(t);
     out[i] = h;
     error[i] = feedback_residual(t - (fp16 ? fp16_to_float(h) : bf16_to_float(h)));
+  }
+}
+
+// Low-precision decentralized SGD's difference, the CPU's operations in its order (no contraction).
+struct GossipReplicas {
+  const float* replica[kMaxGossipReplicas];
+  float weight[kMaxGossipReplicas];
+};
+__global__ void gossip_difference_kernel(float* diff, const float* x, const float* self, GossipReplicas r,
+                                         int nreplicas, float self_weight, size_t count) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float d = self_weight * self[i];
+    for (int k = 0; k < nreplicas; ++k) d += r.weight[k] * r.replica[k][i];
+    diff[i] = (x[i] + (d - self[i])) - self[i];
   }
 }
 
@@ -195,6 +210,21 @@ void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x, vo
   if (count == 0) return;
   sign_unpack_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(in, count, chunk, x, false);
   check("CUDA sign decompress");
+}
+
+void gossip_difference(float* diff, const float* x, const float* self, const float* const* replicas,
+                       const float* weights, int nreplicas, float self_weight, size_t count, void* stream) {
+  if (nreplicas < 0 || nreplicas > kMaxGossipReplicas)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "{} replicas (at most {})", nreplicas, kMaxGossipReplicas);
+  if (count == 0) return;
+  GossipReplicas r{};
+  for (int k = 0; k < nreplicas; ++k) {
+    r.replica[k] = replicas[k];
+    r.weight[k] = weights[k];
+  }
+  gossip_difference_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      diff, x, self, r, nreplicas, self_weight, count);
+  check("CUDA gossip difference");
 }
 
 void compress_floats(const CompressionSpec& spec, const float* x, size_t count, float* error, const RoundingKey& key,

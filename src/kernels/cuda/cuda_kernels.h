@@ -40,6 +40,9 @@ void compress_floats(const CompressionSpec& spec, const float* x, size_t count, 
                      uint8_t* out, void* stream);
 void decompress_floats(const CompressionSpec& spec, const uint8_t* in, size_t count, float* out, bool accumulate,
                        void* stream);
+// kernels/quantize.h's gossip_difference (replicas: device pointers in a host array).
+void gossip_difference(float* diff, const float* x, const float* self, const float* const* replicas,
+                       const float* weights, int nreplicas, float self_weight, size_t count, void* stream);
 void bagua_u8_compress(const float* x, size_t count, uint8_t* out, void* stream);
 void bagua_u8_decompress(const uint8_t* in, size_t count, float* x, void* stream);
 void synchronize(void* stream);

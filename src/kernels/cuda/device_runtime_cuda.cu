@@ -279,6 +279,23 @@ class CudaRuntime final : public DeviceRuntime {
     RelaxedCapture relaxed;
     if (ptr) cudaFree(ptr);
   }
+  void* alloc_device_async(size_t bytes, DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    void* p = nullptr;
+    cudaError_t err = cudaMallocAsync(&p, bytes ? bytes : 1, static_cast<cudaStream_t>(stream));
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    check(err, "cudaMallocAsync");
+    return p;
+  }
+  void free_device_async(void* ptr, DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    if (ptr) cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream));
+  }
   bool allocation(const void* ptr, DeviceAllocation* out) override {
     if (!driver_loaded()) return false;
     RelaxedCapture relaxed;
@@ -390,6 +407,13 @@ class CudaRuntime final : public DeviceRuntime {
     RelaxedCapture relaxed;
     DeviceGuard on(device_of_stream(stream));
     cuda::decompress_floats(spec, in, count, out, accumulate, stream);
+  }
+  void gossip_difference_async(float* diff, const float* x, const float* self, const float* const* replicas,
+                               const float* weights, int nreplicas, float self_weight, size_t count,
+                               DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    cuda::gossip_difference(diff, x, self, replicas, weights, nreplicas, self_weight, count, stream);
   }
   void convert_async(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type, size_t count,
                      DeviceStream stream) override {
