@@ -115,3 +115,23 @@ TEST_CASE("sign and BAGUA u8 kernels write only the canonical NaN", "[canonical_
       count_nans(out, "bagua u8 decompress");
     }
 }
+
+TEST_CASE("the fp16/bf16 wire with error feedback sends only the canonical NaN", "[canonical_nan]") {
+  const size_t n = 3000, chunk = 1024;
+  for (bagua_compress_kind_t kind : {BAGUA_COMPRESS_FP16, BAGUA_COMPRESS_BF16}) {
+    const CompressionSpec spec{kind, {8, chunk}};
+    const uint16_t canonical = kind == BAGUA_COMPRESS_FP16 ? 0x7e00 : 0x7fc0;
+    for (uint32_t special : kOddValues) {
+      std::vector<float> x = with_specials(n, chunk, special), error(n, 0.25f);
+      std::vector<uint16_t> wire(n);
+      compress_floats(spec, x.data(), n, error.data(), RoundingKey{}, reinterpret_cast<uint8_t*>(wire.data()));
+      INFO("kind " << kind << " special 0x" << std::hex << special);
+      const bool nan_input = (special & 0x7fffffffu) > 0x7f800000u;
+      if (nan_input) REQUIRE(wire[chunk + 5] == canonical);
+      REQUIRE(error[chunk + 5] == 0.0f);  // a non-finite residual is stored as 0
+      std::vector<float> acc(n, 1.0f);
+      decompress_accumulate_floats(spec, reinterpret_cast<const uint8_t*>(wire.data()), n, acc.data());
+      REQUIRE(count_nans(acc, "accumulated") == (nan_input ? 1u : 0u));
+    }
+  }
+}
