@@ -83,9 +83,16 @@ step() {
   step device:ipc 60 env BAGUA_IPC_CACHE_ENTRIES=2 $RUN -n 3 $B/mp_device ipc
   step device:scheduler 90 $RUN -n 2 $B/mp_scheduler device
   step device:relaxations 90 $RUN -n 2 $B/mp_device relaxations
+  # The quantized allreduce's rail and leader forms compressing on the GPU (logical hosts of 2+2 and 2+1 ranks),
+  # and a peer killed during a quantized allreduce that compresses on the GPU.
+  step device:relaxations-hosts 120 $RUN -n 4 sh -c \
+    'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" relaxations' $B/mp_device
+  step device:relaxations-leader 120 $RUN -n 3 sh -c \
+    'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" relaxations' $B/mp_device
+  step device:failure-quantized 60 env BAGUA_TIMEOUT=4 $RUN -n 3 $B/mp_device failure quantized
   # Two ranks naming the one GPU differently, by index and by UUID: the same GPU, so the IPC path is taken.
   uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1)
-  step device:visible 60 $RUN -n 2 sh -c \
+  step device:visible 60 env BAGUA_IPC_CACHE_ENTRIES=2 $RUN -n 2 sh -c \
     'if [ "$BAGUA_RANK" = 0 ]; then export CUDA_VISIBLE_DEVICES=0; else export CUDA_VISIBLE_DEVICES='"$uuid"'; fi; exec "$0" ipc' \
     $B/mp_device
   # One multi-rank run under compute-sanitizer.
