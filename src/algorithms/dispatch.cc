@@ -402,12 +402,13 @@ std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kin
 
 std::unique_ptr<Operation> make_device_computed_relaxation(Comm& comm, bagua_opkind_t kind,
                                                            const RelaxationBuffers& buffers, void* stream,
-                                                           size_t staging_bytes, TagKind tag_kind,
-                                                           bagua_datatype_t dtype, bagua_redop_t op,
+                                                           size_t staging_bytes, size_t device_scratch_bytes,
+                                                           TagKind tag_kind, bagua_datatype_t dtype, bagua_redop_t op,
                                                            CallDetails details, const char* name,
                                                            DeviceRelaxationBuilder build) {
   std::unique_ptr<DeviceOperation> device_op =
       prepare_device_operation(comm, kind, stream, buffers.device, staging_bytes);
+  device_op->take_device_scratch(device_scratch_bytes);
   // Nothing can fail from here on: the sequence number is taken in call order.
   ScheduleContext ctx = make_context(comm, tag_kind, dtype, op, details);
   std::string description =

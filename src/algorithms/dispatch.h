@@ -42,14 +42,15 @@ std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kin
                                                   void* stream, TagKind tag_kind, bagua_datatype_t dtype,
                                                   bagua_redop_t op, CallDetails details, const char* name,
                                                   RelaxationBuilder build);
-// A relaxation that runs its own kernels on device memory (the quantized allreduce's flat form): no copies in or
-// out, only `staging_bytes` of mapped staging for what crosses the wire; build(operation, context) runs on the
-// proxy once the stream has reached the call, and launches its work through the operation (issue_work).
+// A relaxation that runs its own kernels on device memory (the quantized allreduce): no copies in or out, only
+// `staging_bytes` of mapped staging for what crosses the wire and `device_scratch_bytes` of device memory;
+// build(operation, context) runs on the proxy once the stream has reached the call, and launches its work through
+// the operation (issue_work).
 using DeviceRelaxationBuilder = std::function<std::unique_ptr<Operation>(DeviceOperation&, const ScheduleContext&)>;
 std::unique_ptr<Operation> make_device_computed_relaxation(Comm& comm, bagua_opkind_t kind,
                                                            const RelaxationBuffers& buffers, void* stream,
-                                                           size_t staging_bytes, TagKind tag_kind,
-                                                           bagua_datatype_t dtype, bagua_redop_t op,
+                                                           size_t staging_bytes, size_t device_scratch_bytes,
+                                                           TagKind tag_kind, bagua_datatype_t dtype, bagua_redop_t op,
                                                            CallDetails details, const char* name,
                                                            DeviceRelaxationBuilder build);
 

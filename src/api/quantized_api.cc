@@ -52,12 +52,12 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     selector_of(comm);
     const QuantizedArgs args{sendbuf, recvbuf, count, dtype, op};
     // Compressing on the device needs more staging than staging the buffers: above the limit, stage.
-    const size_t staging = quantized_device_staging_bytes(comm, args, codec);
-    if (compresses_on_device(comm, args, impl) && staging <= comm.config().device_memory_limit) {
+    const QuantizedDeviceMemory memory = quantized_device_memory(comm, args, codec);
+    if (compresses_on_device(comm, args, impl) && memory.staging + memory.device <= comm.config().device_memory_limit) {
       if (impl && impl->queued == 0 && !impl->busy) impl->reserve_device(buffers.device);  // out of memory: now
       return make_device_computed_relaxation(
-          comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, staging, TagKind::kQuantized, dtype, op,
-          quantized_details(count, codec), "quantized_allreduce",
+          comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, memory.staging, memory.device, TagKind::kQuantized,
+          dtype, op, quantized_details(count, codec), "quantized_allreduce",
           [&comm, args, codec, impl, in_queue = queued_on(impl)](DeviceOperation& device, const ScheduleContext& ctx) {
             if (impl && impl->busy)
               fail(BAGUA_ERR_INVALID_USAGE,

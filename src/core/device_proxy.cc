@@ -137,6 +137,8 @@ DeviceOperation::~DeviceOperation() {
         // The GPU did not finish a plain copy within the timeout: keep the staging (the copy may still touch it),
         // fail the communicator, and release the stream so that nothing hangs.
         new StagingLease(std::move(staging_));
+        new StagingLease(std::move(device_room_));
+        device_scratch_ = nullptr;
         proxy_.comm().fail_now(BAGUA_ERR_CUDA,
                                fmt::format("{}: a staging copy did not finish within BAGUA_TIMEOUT", description()));
         break;
@@ -144,12 +146,31 @@ DeviceOperation::~DeviceOperation() {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     host_op_.reset();
+    if (device_scratch_ != nullptr) proxy_.runtime().free_device_async(device_scratch_, proxy_.copy_stream(device_));
   } catch (...) {
   }
   // What the builder holds (a qstate's queued count) is given back before the stream goes on: a caller that
   // synchronized the stream may use the state at once.
   build_ = nullptr;
   gate_.reset();  // the last operation of its group on this stream releases it
+}
+
+void DeviceOperation::take_device_scratch(size_t bytes) {
+  if (bytes == 0) return;
+  device_room_ = proxy_.lease(bytes, true, false);  // room only: the memory is the device's, not pinned
+  void* p = nullptr;
+  try {
+    p = proxy_.runtime().alloc_device_async(bytes, proxy_.copy_stream(device_));
+  } catch (...) {
+    device_room_.reset();
+    throw;
+  }
+  if (p == nullptr) {
+    device_room_.reset();
+    bagua::fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate {} bytes of device memory on device {}", bytes,
+                device_);
+  }
+  device_scratch_ = p;
 }
 
 void DeviceOperation::set_order(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate) {
@@ -495,7 +516,7 @@ void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<De
     comm_.fail_now(e.status(), e.what());  // the ranks are out of step: this rank has taken its sequence number
     throw;
   }
-  const size_t staging = op->staging_bytes();  // before it starts: it may lease more then (take_staging counts that)
+  const size_t staging = op->held_bytes();  // before it starts: it may lease more then (take_staging counts that)
   comm_.start(*op);  // throws when the communicator is unusable; op's destructor then releases the stream
   std::lock_guard<std::mutex> lock(mutex_);
   submitted_bytes_ += staging;
@@ -508,7 +529,7 @@ void DeviceProxy::finish(Entry& entry, bagua_status_t status, const std::string&
     comm_.forget(*entry.op);
   } catch (...) {
   }
-  size_t bytes = entry.op->staging_bytes();
+  size_t bytes = entry.op->held_bytes();
   entry.op.reset();  // waits for its copies, hands back staging, releases the stream and its claim
   {
     std::lock_guard<std::mutex> lock(mutex_);

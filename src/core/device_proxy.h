@@ -93,6 +93,13 @@ class DeviceOperation final : public Operation {
 
   unsigned char* staging() const { return staging_.data(); }
   size_t staging_bytes() const { return staging_.bytes(); }
+  // Device memory for the work the operation issues (stream-ordered on the copy stream of its device, freed after
+  // that work), its size counted under BAGUA_DEVICE_MEMORY_LIMIT as staging is. Taken at the call: throws SYSTEM
+  // when out of memory or over the limit, TIMEOUT when the limit stays full.
+  void take_device_scratch(size_t bytes);
+  unsigned char* device_scratch() const { return static_cast<unsigned char*>(device_scratch_); }
+  // What the operation holds under the limit: staging and device scratch.
+  size_t held_bytes() const { return staging_.bytes() + device_room_.bytes(); }
   void copy_in(void* stage, const void* device_src, size_t bytes) { copies_in_.push_back({stage, device_src, bytes}); }
   void copy_out(void* device_dst, const void* stage, size_t bytes) {
     copies_out_.push_back({device_dst, stage, bytes});
@@ -157,6 +164,8 @@ class DeviceOperation final : public Operation {
   DeviceStream stream_;
   int device_;
   StagingLease staging_;
+  StagingLease device_room_;  // room under the limit for device_scratch_ (no pinned block)
+  void* device_scratch_ = nullptr;
   StreamClaim claim_;
   std::shared_ptr<StreamGate> gate_;
   std::shared_ptr<DeviceEvent> input_ready_;

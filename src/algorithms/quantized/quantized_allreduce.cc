@@ -219,9 +219,11 @@ std::vector<size_t> result_layout(const QuantizedGroup& grp, const Codec& codec,
 // One scratch area of a call: x, the host's inputs, compressed blocks out and in, my reduced block.
 struct ScratchLayout {
   size_t x_at = 0, local_at = 0, mine_at = 0, acc_at = 0, result_at = 0, total = 0;
-  // On the device: the input and the output where they cross the wire at full precision (hierarchical forms), and
-  // an fp32 copy of one host peer's fp16/bf16 slice.
-  size_t send_stage_at = 0, recv_stage_at = 0, peer_x_at = 0;
+  // On the device: the input and the output where they cross the wire at full precision (hierarchical forms).
+  size_t send_stage_at = 0, recv_stage_at = 0;
+  // On the device, x and an fp32 copy of one host peer's fp16/bf16 slice are device memory (x_at and peer_x_at
+  // are offsets there), of device_total bytes.
+  size_t peer_x_at = 0, device_total = 0;
   std::vector<size_t> block_at, in_at;
   std::vector<size_t> layout;  // the compressed blocks of my slice, `mine` among them (result_layout)
   std::vector<size_t> peer_result_at;
@@ -236,8 +238,8 @@ ScratchLayout layout_scratch(const QuantizedGroup& grp, const Codec& codec, size
   const bool own_x = member && (dtype != BAGUA_FLOAT32 || nlocal > 0);
   const size_t elem = datatype_size(dtype);
   ScratchLayout l;
-  ScratchPlan plan;
-  l.x_at = plan.add(own_x ? ScratchPlan::times(count, sizeof(float)) : 0);
+  ScratchPlan plan, device_plan;
+  l.x_at = (on_device ? device_plan : plan).add(own_x ? ScratchPlan::times(count, sizeof(float)) : 0);
   l.local_at =
       plan.add(ScratchPlan::times(static_cast<size_t>(nlocal), ScratchPlan::times(grp.slice_count(count), elem)));
   l.block_at.assign(m, 0);
@@ -262,10 +264,11 @@ ScratchLayout layout_scratch(const QuantizedGroup& grp, const Codec& codec, size
     const size_t all = ScratchPlan::times(count, elem);
     l.send_stage_at = plan.add((grp.rail ? nlocal > 0 : !member) ? all : 0);
     l.recv_stage_at = plan.add(!grp.rail || !(member && m > 1) ? all : 0);
-    l.peer_x_at =
-        plan.add(dtype != BAGUA_FLOAT32 && nlocal > 0 ? ScratchPlan::times(grp.slice_count(count), sizeof(float)) : 0);
+    l.peer_x_at = device_plan.add(
+        dtype != BAGUA_FLOAT32 && nlocal > 0 ? ScratchPlan::times(grp.slice_count(count), sizeof(float)) : 0);
   }
   l.total = plan.total();
+  l.device_total = device_plan.total();
   return l;
 }
 
@@ -513,8 +516,9 @@ bool compresses_on_device(const Comm& comm, const QuantizedArgs& a, const Quanti
   return a.count > 0 && a.count * datatype_size(a.dtype) >= quantized_min_bytes(comm);
 }
 
-size_t quantized_device_staging_bytes(const Comm& comm, const QuantizedArgs& a, const Codec& codec) {
-  return layout_scratch(QuantizedGroup::of(comm, codec), codec, a.count, a.dtype, true).total;
+QuantizedDeviceMemory quantized_device_memory(const Comm& comm, const QuantizedArgs& a, const Codec& codec) {
+  const ScratchLayout l = layout_scratch(QuantizedGroup::of(comm, codec), codec, a.count, a.dtype, true);
+  return {l.total, l.device_total};
 }
 
 std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const QuantizedArgs& a, const Codec& codec,
@@ -570,7 +574,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   uint8_t* base;
   std::shared_ptr<uint8_t[]> own_scratch;
   if (device) {
-    if (device->staging_bytes() < scratch.total)
+    if (device->staging_bytes() < scratch.total || (scratch.device_total > 0 && device->device_scratch() == nullptr))
       fail(BAGUA_ERR_INTERNAL, "quantized allreduce: {} bytes of staging for {} of scratch", device->staging_bytes(),
            scratch.total);
     base = device->staging();
@@ -592,7 +596,8 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     state->busy = true;
     s->hold(std::shared_ptr<void>(nullptr, [state](void*) { state->busy = false; }));
   }
-  w->x = w->own_x ? reinterpret_cast<float*>(base + scratch.x_at)
+  uint8_t* fp32_base = device ? device->device_scratch() : base;  // x and peer_x
+  w->x = w->own_x ? reinterpret_cast<float*>(fp32_base + scratch.x_at)
                   : const_cast<float*>(static_cast<const float*>(a.sendbuf));
   w->local_in = base + scratch.local_at;
   w->block.resize(m);
@@ -612,7 +617,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   for (size_t at : scratch.peer_result_at) w->peer_result.push_back(base + at);
   w->send_stage = base + scratch.send_stage_at;
   w->recv_stage = base + scratch.recv_stage_at;
-  w->peer_x = reinterpret_cast<float*>(base + scratch.peer_x_at);
+  w->peer_x = reinterpret_cast<float*>(fp32_base + scratch.peer_x_at);
   const std::vector<size_t>& layout = scratch.layout;
   const size_t result_at = scratch.result_at;
   for (int j = 0; j + 1 < static_cast<int>(layout.size()); ++j) {  // the gaps go on the wire: no stale bytes

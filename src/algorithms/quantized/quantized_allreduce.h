@@ -128,9 +128,14 @@ CallDetails quantized_details(size_t count, const Codec& codec);
 // state that keeps its own error feedback (not the bucket scheduler's). Otherwise it is staged and compresses on
 // the host. Either way the messages and results are the same, so ranks need not agree on it.
 bool compresses_on_device(const Comm& comm, const QuantizedArgs& args, const QuantizedState* state);
-// The mapped staging such a call needs: compressed blocks, fp32 copies of fp16/bf16 inputs and of the host's
-// inputs (hierarchical), and the full-precision input and output where they cross the wire.
-size_t quantized_device_staging_bytes(const Comm& comm, const QuantizedArgs& args, const Codec& codec);
+// What such a call needs: mapped staging for what crosses the wire (compressed blocks; in the hierarchical forms the
+// host's inputs and the full-precision input and output), and device memory for fp32 copies (of fp16/bf16 inputs,
+// of the host's sum).
+struct QuantizedDeviceMemory {
+  size_t staging = 0;
+  size_t device = 0;
+};
+QuantizedDeviceMemory quantized_device_memory(const Comm& comm, const QuantizedArgs& args, const Codec& codec);
 
 // Builds the operation (arguments already validated). state may be NULL (no error feedback). taken: a context
 // whose sequence number the caller took already (the device path), else one is taken here. device: the call
