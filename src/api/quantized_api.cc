@@ -6,6 +6,7 @@
 #include "algorithms/quantized/quantized_allreduce.h"
 #include "api/api_guard.h"
 #include "api/op_helpers.h"
+#include "base/logging.h"
 #include "kernels/dtype.h"
 
 struct bagua_qstate {
@@ -51,20 +52,30 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     // allreduce algorithm: make the communicator's selector here, on the caller's thread, so that it only reads.
     selector_of(comm);
     const QuantizedArgs args{sendbuf, recvbuf, count, dtype, op};
-    // Compressing on the device needs more staging than staging the buffers: above the limit, stage.
+    // Compressing on the device needs more memory than staging the buffers (fp32 copies; the host's inputs): where
+    // that passes the limit or the device has not got it, the call is staged (nothing is taken or counted before the
+    // sequence number, so falling back has no side effect).
     const QuantizedDeviceMemory memory = quantized_device_memory(comm, args, codec);
-    if (compresses_on_device(comm, args, impl) && memory.staging + memory.device <= comm.config().device_memory_limit) {
-      if (impl && impl->queued == 0 && !impl->busy) impl->reserve_device(buffers.device);  // out of memory: now
-      return make_device_computed_relaxation(
-          comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, memory.staging, memory.device, TagKind::kQuantized,
-          dtype, op, quantized_details(count, codec), "quantized_allreduce",
-          [&comm, args, codec, impl, in_queue = queued_on(impl)](DeviceOperation& device, const ScheduleContext& ctx) {
-            if (impl && impl->busy)
-              fail(BAGUA_ERR_INVALID_USAGE,
-                   "the qstate is in use by an earlier call that has not finished "
-                   "(order a state's calls on one stream)");
-            return build_quantized_allreduce(comm, args, codec, impl, &ctx, &device);
-          });
+    const size_t rounding = 512;  // (each lease is rounded up to 256 bytes)
+    if (compresses_on_device(comm, args, impl) &&
+        memory.staging + memory.device + rounding <= comm.config().device_memory_limit) {
+      try {
+        if (impl && impl->queued == 0 && !impl->busy) impl->reserve_device(buffers.device);
+        return make_device_computed_relaxation(
+            comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, memory.staging, memory.device, TagKind::kQuantized,
+            dtype, op, quantized_details(count, codec), "quantized_allreduce",
+            [&comm, args, codec, impl, in_queue = queued_on(impl)](DeviceOperation& device,
+                                                                   const ScheduleContext& ctx) {
+              if (impl && impl->busy)
+                fail(BAGUA_ERR_INVALID_USAGE,
+                     "the qstate is in use by an earlier call that has not finished "
+                     "(order a state's calls on one stream)");
+              return build_quantized_allreduce(comm, args, codec, impl, &ctx, &device);
+            });
+      } catch (const Error& e) {
+        if (e.status() != BAGUA_ERR_SYSTEM) throw;
+        BAGUA_DEBUG("quantized allreduce staged: {}", e.what());
+      }
     }
     return make_device_relaxation(
         comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, TagKind::kQuantized, dtype, op,

@@ -157,7 +157,7 @@ DeviceOperation::~DeviceOperation() {
 
 void DeviceOperation::take_device_scratch(size_t bytes) {
   if (bytes == 0) return;
-  device_room_ = proxy_.lease(bytes, true, false);  // room only: the memory is the device's, not pinned
+  device_room_ = proxy_.lease(bytes, true, false, false);  // room only: the memory is the device's, not pinned
   void* p = nullptr;
   try {
     p = proxy_.runtime().alloc_device_async(bytes, proxy_.copy_stream(device_));
@@ -341,14 +341,14 @@ size_t DeviceProxy::check_staging_limit(size_t bytes) const {
   return bytes;
 }
 
-StagingLease DeviceProxy::lease(size_t bytes, bool wait, bool allocate) {
+StagingLease DeviceProxy::lease(size_t bytes, bool wait, bool allocate, bool reuse_idle) {
   bytes = check_staging_limit(bytes);
   const size_t limit = comm_.config().device_memory_limit;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     auto it = free_blocks_.lower_bound(bytes);
-    if (it != free_blocks_.end() && it->first <= 2 * bytes) {
+    if (reuse_idle && it != free_blocks_.end() && it->first <= 2 * bytes) {
       StagingLease lease(this, it->second, it->first);
       leased_bytes_ += it->first;
       free_blocks_.erase(it);

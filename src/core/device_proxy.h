@@ -206,7 +206,8 @@ class DeviceProxy {
   // (the proxy thread): an empty lease instead of waiting. allocate = false: where no idle block fits, only room
   // under the limit, kept for this lease until fill() allocates it (so leases are granted in call order even when
   // the memory is allocated later, or never).
-  StagingLease lease(size_t bytes, bool wait = true, bool allocate = true);
+  // reuse_idle = false: never an idle block either (room for memory that is not pinned staging).
+  StagingLease lease(size_t bytes, bool wait = true, bool allocate = true, bool reuse_idle = true);
   // Allocates the block of a lease that holds only room (never waits: the room is kept). Throws when out of memory.
   void fill(StagingLease& lease);
   // Throws when `bytes` of staging exceed BAGUA_DEVICE_MEMORY_LIMIT; else the size a lease of it takes.

@@ -81,7 +81,7 @@ void decompress_floats(const CompressionSpec& spec, const uint8_t* in, size_t co
 // acc[i] += deq(in)[i] (a NaN sum is the canonical NaN)
 void decompress_accumulate_floats(const CompressionSpec& spec, const uint8_t* in, size_t count, float* acc);
 // Low-precision decentralized SGD's difference to send (algorithms/gossip/lpdec.h), element by element:
-// d = self_weight * self; d += weights[k] * replicas[k] in order; d = (x + (d - self)) - self.
+// d = self_weight * self; d += weights[k] * replicas[k] in order; d = (x + (d - self)) - self, a NaN canonical.
 constexpr int kMaxGossipReplicas = 8;
 void gossip_difference(float* diff, const float* x, const float* self, const float* const* replicas,
                        const float* weights, int nreplicas, float self_weight, size_t count);

@@ -318,6 +318,10 @@ void gossip() {
   const size_t n = 40001;
   std::vector<float> x(n), self(n), left(n), right(n), want(n);
   for (size_t i = 0; i < n; ++i) x[i] = dist(rng), self[i] = dist(rng), left[i] = dist(rng), right[i] = dist(rng);
+  x[3] = NAN;
+  self[4] = INFINITY;
+  left[5] = -INFINITY;
+  right[5] = INFINITY;
   const float weights[2] = {1.0f / 3, 1.0f / 3};
   const float* replicas[2] = {left.data(), right.data()};
   gossip_difference(want.data(), x.data(), self.data(), replicas, weights, 2, 1.0f / 3, n);

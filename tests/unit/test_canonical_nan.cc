@@ -135,3 +135,16 @@ TEST_CASE("the fp16/bf16 wire with error feedback sends only the canonical NaN",
     }
   }
 }
+
+TEST_CASE("the gossip difference writes only the canonical NaN", "[canonical_nan]") {
+  const size_t n = 2000;
+  for (uint32_t special : kOddValues) {
+    std::vector<float> x = with_specials(n, 512, special), self(n, 0.5f), left(n, -0.25f), right(n, 1.5f), diff(n);
+    self[7] = bits_float(special);
+    const float* replicas[2] = {left.data(), right.data()};
+    const float weights[2] = {1.0f / 3, 1.0f / 3};
+    gossip_difference(diff.data(), x.data(), self.data(), replicas, weights, 2, 1.0f / 3, n);
+    INFO("special 0x" << std::hex << special);
+    REQUIRE(count_nans(diff, "difference") >= 1);  // element 7 at least (Inf - Inf or a NaN)
+  }
+}

@@ -131,7 +131,7 @@ LowPrecisionDecentralized::LowPrecisionDecentralized(Comm& comm, size_t count, c
   if (codec.error_feedback()) device_error_ = reinterpret_cast<float*>(take(floats));
   device_mine_ = take(bytes);
   for (size_t k = 0; k < peers.size(); ++k) device_theirs_.push_back(take(bytes));
-  std::vector<float> self(count);
+  std::vector<float> self(count), zeros(device_error_ ? count : 0, 0.0f);
   std::map<int, std::vector<float>> neighbours;
   LpdecSlice host;
   host.count = count;
@@ -140,17 +140,23 @@ LowPrecisionDecentralized::LowPrecisionDecentralized(Comm& comm, size_t count, c
     neighbours[peer].resize(count);
     host.neighbours[peer] = neighbours[peer].data();
   }
-  runtime.copy_async(device_self_, initial, floats, stream_);
-  runtime.copy_async(self.data(), initial, floats, stream_);
-  runtime.synchronize(stream_, timeout_ms_);
-  lpdec_exchange_initial(comm, host);
-  for (int peer : peers) runtime.copy_async(device_neighbours_[peer], neighbours[peer].data(), floats, stream_);
-  if (device_error_) {
-    std::vector<float> zeros(count, 0.0f);
-    runtime.copy_async(device_error_, zeros.data(), floats, stream_);
+  try {
+    runtime.copy_async(device_self_, initial, floats, stream_);
+    runtime.copy_async(self.data(), initial, floats, stream_);
     runtime.synchronize(stream_, timeout_ms_);
+    lpdec_exchange_initial(comm, host);
+    for (int peer : peers) runtime.copy_async(device_neighbours_[peer], neighbours[peer].data(), floats, stream_);
+    if (device_error_) runtime.copy_async(device_error_, zeros.data(), floats, stream_);
+    runtime.synchronize(stream_, timeout_ms_);
+  } catch (...) {  // (no destructor runs for a constructor that throws)
+    try {
+      runtime.synchronize(stream_, timeout_ms_);  // its copies from the host vectors above
+    } catch (...) {
+    }
+    runtime.free_device_async(device_block_, stream_);
+    runtime.destroy_stream(stream_);
+    throw;
   }
-  runtime.synchronize(stream_, timeout_ms_);
 }
 
 LowPrecisionDecentralized::~LowPrecisionDecentralized() {
@@ -233,6 +239,7 @@ void LowPrecisionDecentralized::copy_replica(int which, float* out) const {
   const size_t bytes = count_ * sizeof(float);
   DeviceRuntime& runtime = device_runtime();
   if (device_ >= 0) {
+    runtime.synchronize(nullptr, timeout_ms_);  // the caller's earlier work on out (legacy default stream)
     runtime.copy_async(out, peer < 0 ? device_self_ : device_neighbours_.at(peer), bytes, stream_);
     runtime.synchronize(stream_, timeout_ms_);
     return;

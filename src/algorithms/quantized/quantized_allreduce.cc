@@ -112,6 +112,7 @@ QuantizedState::~QuantizedState() {
 
 void QuantizedState::reserve_device(int device) {
   if (worker_error_ptr_ == nullptr || shares_error_ || (device_error_ != nullptr && device == device_)) return;
+  residual_to_host();  // (another device's copy is the live one: bring it back before its block goes)
   DeviceRuntime& runtime = device_runtime();
   const size_t bytes = (count_ + owner_error_.size()) * sizeof(float);
   DeviceStream stream = runtime.create_stream(device);
@@ -125,7 +126,7 @@ void QuantizedState::reserve_device(int device) {
     runtime.destroy_stream(stream);
     throw;
   }
-  if (device_error_ != nullptr) {  // another device's: its contents are on the host (residual_to_device)
+  if (device_error_ != nullptr) {  // another device's, its contents now on the host
     runtime.free_device_async(device_error_, copy_stream_);
     runtime.destroy_stream(copy_stream_);
   }

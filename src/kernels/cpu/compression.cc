@@ -84,7 +84,7 @@ void gossip_difference(float* diff, const float* x, const float* self, const flo
   for (size_t i = 0; i < count; ++i) diff[i] = self_weight * self[i];
   for (int k = 0; k < nreplicas; ++k)
     for (size_t i = 0; i < count; ++i) diff[i] += weights[k] * replicas[k][i];
-  for (size_t i = 0; i < count; ++i) diff[i] = (x[i] + (diff[i] - self[i])) - self[i];
+  for (size_t i = 0; i < count; ++i) diff[i] = canonical_float((x[i] + (diff[i] - self[i])) - self[i]);
 }
 
 void convert_floats(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type, size_t count) {

@@ -97,7 +97,7 @@ __global__ void gossip_difference_kernel(float* diff, const float* x, const floa
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     float d = self_weight * self[i];
     for (int k = 0; k < nreplicas; ++k) d += r.weight[k] * r.replica[k][i];
-    diff[i] = (x[i] + (d - self[i])) - self[i];
+    diff[i] = canonical_float((x[i] + (d - self[i])) - self[i]);
   }
 }
 
