@@ -99,6 +99,10 @@ step() {
   if command -v compute-sanitizer >/dev/null; then
     step sanitizer 150 env BAGUA_TIMEOUT=120 $RUN -n 2 compute-sanitizer --tool memcheck --error-exitcode 9 \
       $B/mp_device semantics
+    # Every CUDA kernel (odd counts and chunks, offset buffers), and the relaxations compressing on the GPU.
+    step sanitizer:kernels 180 compute-sanitizer --tool memcheck --error-exitcode 9 $B/cuda_kernels
+    step sanitizer:quantized 150 env BAGUA_TIMEOUT=120 $RUN -n 2 compute-sanitizer --tool memcheck \
+      --error-exitcode 9 $B/mp_device relaxations
   elif [ -z "$ONLY" ] || [[ "$ONLY" == *",sanitizer,"* ]]; then
     echo "== sanitizer: compute-sanitizer not found"
   fi

@@ -15,6 +15,8 @@ void minmax_compress(const float*, size_t, const MinMaxFormat&, const RoundingKe
 void minmax_decompress_accumulate(const uint8_t*, size_t, const MinMaxFormat&, float*, void*) { no_cuda(); }
 void synchronize(void*) { no_cuda(); }
 void load_kernels() {}
+void load_quantize_kernels() {}
+void load_extra_kernels() {}
 void minmax_compress_typed(const void*, bagua_datatype_t, size_t, float*, const MinMaxFormat&, const RoundingKey&,
                            uint8_t*, void*) {
   no_cuda();

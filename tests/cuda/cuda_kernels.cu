@@ -74,6 +74,26 @@ void reductions() {
   }
 }
 
+// Device memory holding `host` at a byte offset (offset 0 is cudaMalloc's 256-byte alignment), so kernels meet
+// buffers that are not 16- or 4-byte aligned.
+template <typename T>
+struct Shifted {
+  uint8_t* base = nullptr;
+  T* ptr = nullptr;
+  Shifted(const std::vector<T>& host, size_t offset) {
+    cudaMalloc(&base, host.size() * sizeof(T) + offset + 1);
+    ptr = reinterpret_cast<T*>(base + offset);
+    cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~Shifted() { cudaFree(base); }
+  Shifted(const Shifted&) = delete;
+  Shifted& operator=(const Shifted&) = delete;
+};
+
+// Min-max codes and decompress-accumulate for every bits, chunk sizes that are and are not multiples of 4 and 32,
+// nearest and stochastic rounding with index bases that are and are not multiples of 32 (the CUDA kernel shares
+// pair hashes between lanes only for the former) and one that crosses 2^32, counts below one chunk, and buffers
+// at offsets that rule out wide accesses.
 void quantization() {
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 2.0f);
@@ -81,32 +101,39 @@ void quantization() {
   std::vector<float> x(count);
   for (auto& v : x) v = dist(rng);
   x[5000] = std::numeric_limits<float>::infinity();  // one poisoned chunk
-  float* dx = to_device(x);
-  for (int bits : {1, 2, 4, 8})
-    for (size_t chunk : {size_t(256), size_t(1024), size_t(4096)})
-      for (bool stochastic : {false, true}) {
-        MinMaxFormat f{bits, chunk};
-        RoundingKey key{stochastic, 99, 5, 2, 1000};
-        size_t bytes = minmax_compressed_bytes(count, f);
-        std::vector<uint8_t> want(bytes);
-        minmax_compress(x.data(), BAGUA_FLOAT32, count, f, key, want.data());
-        uint8_t* dq = to_device(std::vector<uint8_t>(bytes, 0xAB));
-        cuda::minmax_compress(dx, count, f, key, dq, nullptr);
-        cuda::synchronize(nullptr);
-        EXPECT(to_host(dq, bytes) == want, "min-max codes bits %d chunk %zu stochastic %d differ", bits, chunk,
-               stochastic ? 1 : 0);
-        std::vector<float> acc(count, 0.5f);
-        minmax_decompress_accumulate(want.data(), count, f, acc.data());
-        float* dacc = to_device(std::vector<float>(count, 0.5f));
-        cuda::minmax_decompress_accumulate(dq, count, f, dacc, nullptr);
-        cuda::synchronize(nullptr);
-        std::vector<float> got = to_host(dacc, count);
-        EXPECT(std::memcmp(got.data(), acc.data(), count * sizeof(float)) == 0,
-               "decompress-accumulate bits %d chunk %zu differs", bits, chunk);
-        cudaFree(dq);
-        cudaFree(dacc);
-      }
-  cudaFree(dx);
+  struct Layout {
+    size_t count, x_offset, q_offset;  // elements; bytes
+  };
+  const Layout layouts[] = {{count, 0, 0}, {count, 4, 1}, {200, 0, 0}, {5, 8, 4}};
+  const uint64_t bases[] = {0, 1000, (uint64_t{1} << 32) - 4096 * 8};
+  for (const Layout& layout : layouts)
+    for (int bits : {1, 2, 4, 8})
+      for (size_t chunk : {size_t(256), size_t(300), size_t(1000), size_t(1024), size_t(4096)})
+        for (int rounding = 0; rounding < 4; ++rounding) {
+          if (layout.count < count && chunk != 256 && chunk != 300) continue;
+          MinMaxFormat f{bits, chunk};
+          RoundingKey key{rounding > 0, 99, 5, 2, rounding > 0 ? bases[rounding - 1] : 1000};
+          const size_t n = layout.count, bytes = minmax_compressed_bytes(n, f);
+          std::vector<uint8_t> want(bytes);
+          minmax_compress(x.data(), BAGUA_FLOAT32, n, f, key, want.data());
+          Shifted<float> dx(std::vector<float>(x.begin(), x.begin() + n), layout.x_offset);
+          Shifted<uint8_t> dq(std::vector<uint8_t>(bytes, 0xAB), layout.q_offset);
+          cuda::minmax_compress(dx.ptr, n, f, key, dq.ptr, nullptr);
+          cuda::synchronize(nullptr);
+          EXPECT(to_host(dq.ptr, bytes) == want,
+                 "min-max codes bits %d chunk %zu count %zu stochastic %d base %llu offsets %zu/%zu differ", bits,
+                 chunk, n, rounding > 0 ? 1 : 0, static_cast<unsigned long long>(key.index_base), layout.x_offset,
+                 layout.q_offset);
+          std::vector<float> acc(n, 0.5f);
+          minmax_decompress_accumulate(want.data(), n, f, acc.data());
+          Shifted<float> dacc(std::vector<float>(n, 0.5f), layout.x_offset);
+          cuda::minmax_decompress_accumulate(dq.ptr, n, f, dacc.ptr, nullptr);
+          cuda::synchronize(nullptr);
+          std::vector<float> got = to_host(dacc.ptr, n);
+          EXPECT(std::memcmp(got.data(), acc.data(), n * sizeof(float)) == 0,
+                 "decompress-accumulate bits %d chunk %zu count %zu offsets %zu/%zu differs", bits, chunk, n,
+                 layout.x_offset, layout.q_offset);
+        }
 }
 // Everything else against the CPU: typed input with error feedback, decompress to each type, the fused owner
 // step, sign with error feedback, casts, BAGUA's MinMaxUInt8.
@@ -120,84 +147,100 @@ void other_kernels() {
   MinMaxFormat f{4, 1024};
   RoundingKey key{true, 3, 9, 1, 0};
   size_t qbytes = minmax_compressed_bytes(n, f);
-  for (bagua_datatype_t t : {BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_BFLOAT16}) {
-    std::vector<uint8_t> in_bytes(n * datatype_size(t));
-    if (t == BAGUA_FLOAT32)
-      std::memcpy(in_bytes.data(), x.data(), n * 4);
-    else
-      cast_from_float(x.data(), n, in_bytes.data(), t);
-    std::vector<float> cpu_err = err;
-    std::vector<uint8_t> want(qbytes);
-    minmax_compress_ef(in_bytes.data(), t, n, cpu_err.data(), f, key, want.data());
-    uint8_t* din = to_device(in_bytes);
-    float* derr = to_device(err);
-    uint8_t* dq = to_device(std::vector<uint8_t>(qbytes));
-    cuda::minmax_compress_typed(din, t, n, derr, f, key, dq, nullptr);
-    cuda::synchronize(nullptr);
-    EXPECT(to_host(dq, qbytes) == want, "compress with error feedback, %s input, differs", datatype_name(t));
-    EXPECT(to_host(derr, n) == cpu_err, "error feedback state, %s input, differs", datatype_name(t));
-    std::vector<uint8_t> out_want(n * datatype_size(t));
-    minmax_decompress(want.data(), n, f, out_want.data(), t);
-    uint8_t* dout = to_device(std::vector<uint8_t>(out_want.size()));
-    cuda::minmax_decompress(dq, n, f, dout, t, nullptr);
-    cuda::synchronize(nullptr);
-    EXPECT(to_host(dout, out_want.size()) == out_want, "decompress to %s differs", datatype_name(t));
-    cudaFree(din);
-    cudaFree(derr);
-    cudaFree(dq);
-    cudaFree(dout);
-  }
-  {  // fused owner step with the owner's error feedback
-    std::vector<std::vector<uint8_t>> peers(2, std::vector<uint8_t>(qbytes));
-    for (auto& p : peers) {
-      for (auto& v : x) v = dist(rng);
-      minmax_compress(x.data(), BAGUA_FLOAT32, n, f, RoundingKey{}, p.data());
+  for (bagua_datatype_t t : {BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_BFLOAT16})
+    for (size_t offset : {size_t(0), size_t(1)}) {  // elements: offset 1 rules out wide accesses
+      std::vector<uint8_t> in_bytes(n * datatype_size(t));
+      if (t == BAGUA_FLOAT32)
+        std::memcpy(in_bytes.data(), x.data(), n * 4);
+      else
+        cast_from_float(x.data(), n, in_bytes.data(), t);
+      std::vector<float> cpu_err = err;
+      std::vector<uint8_t> want(qbytes);
+      minmax_compress_ef(in_bytes.data(), t, n, cpu_err.data(), f, key, want.data());
+      Shifted<uint8_t> din(in_bytes, offset * datatype_size(t));
+      Shifted<float> derr(err, offset * 4);
+      Shifted<uint8_t> dq(std::vector<uint8_t>(qbytes), offset);
+      cuda::minmax_compress_typed(din.ptr, t, n, derr.ptr, f, key, dq.ptr, nullptr);
+      cuda::synchronize(nullptr);
+      EXPECT(to_host(dq.ptr, qbytes) == want, "compress with error feedback, %s input, offset %zu, differs",
+             datatype_name(t), offset);
+      EXPECT(to_host(derr.ptr, n) == cpu_err, "error feedback state, %s input, offset %zu, differs", datatype_name(t),
+             offset);
+      std::vector<uint8_t> out_want(n * datatype_size(t));
+      minmax_decompress(want.data(), n, f, out_want.data(), t);
+      Shifted<uint8_t> dout(std::vector<uint8_t>(out_want.size()), offset * datatype_size(t));
+      cuda::minmax_decompress(dq.ptr, n, f, dout.ptr, t, nullptr);
+      cuda::synchronize(nullptr);
+      EXPECT(to_host(dout.ptr, out_want.size()) == out_want, "decompress to %s, offset %zu, differs", datatype_name(t),
+             offset);
     }
-    std::vector<float> own(n);
-    for (auto& v : own) v = dist(rng);
-    std::vector<float> e_cpu = err, red_cpu(n);
-    std::vector<uint8_t> want(qbytes);
-    const uint8_t* in_cpu[2] = {peers[0].data(), peers[1].data()};
-    minmax_reduce_recompress(in_cpu, 2, own.data(), n, f, key, e_cpu.data(), want.data(), red_cpu.data());
-    uint8_t* d0 = to_device(peers[0]);
-    uint8_t* d1 = to_device(peers[1]);
-    const uint8_t* in_gpu[2] = {d0, d1};
-    float* down = to_device(own);
-    float* de = to_device(err);
-    float* dred = to_device(std::vector<float>(n));
-    float* dscratch = to_device(std::vector<float>(n));
-    uint8_t* dq = to_device(std::vector<uint8_t>(qbytes));
-    cuda::minmax_reduce_recompress(in_gpu, 2, down, n, f, key, de, dq, dred, dscratch, nullptr);
-    cuda::synchronize(nullptr);
-    EXPECT(to_host(dq, qbytes) == want, "fused owner step codes differ");
-    EXPECT(to_host(dred, n) == red_cpu, "fused owner step sums differ");
-    EXPECT(to_host(de, n) == e_cpu, "fused owner step error differs");
-    for (void* p : {static_cast<void*>(d0), static_cast<void*>(d1), static_cast<void*>(down), static_cast<void*>(de),
-                    static_cast<void*>(dred), static_cast<void*>(dscratch), static_cast<void*>(dq)})
-      cudaFree(p);
-  }
-  {  // sign with error feedback
-    const size_t chunk = 1000;
-    size_t sbytes = sign_compressed_bytes(n, chunk);
-    std::vector<float> e_cpu = err;
-    std::vector<uint8_t> want(sbytes);
-    sign_compress(x.data(), n, chunk, e_cpu.data(), want.data());
-    float* dx = to_device(x);
-    float* de = to_device(err);
-    uint8_t* dq = to_device(std::vector<uint8_t>(sbytes));
-    cuda::sign_compress(dx, n, chunk, de, dq, nullptr);
-    cuda::synchronize(nullptr);
-    EXPECT(to_host(dq, sbytes) == want, "sign codes differ");
-    EXPECT(to_host(de, n) == e_cpu, "sign error feedback differs");
-    std::vector<float> dec(n);
-    sign_decompress(want.data(), n, chunk, dec.data());
-    cuda::sign_decompress(dq, n, chunk, dx, nullptr);
-    cuda::synchronize(nullptr);
-    EXPECT(to_host(dx, n) == dec, "sign decompress differs");
-    cudaFree(dx);
-    cudaFree(de);
-    cudaFree(dq);
-  }
+  // The fused owner step with the owner's error feedback: 2 peers (one kernel) and 18 (batches through scratch),
+  // nearest and stochastic.
+  for (int npeers : {2, 18})
+    for (bool stochastic : {false, true}) {
+      RoundingKey owner_key{stochastic, 3, 9, 1, 0};
+      std::vector<std::vector<uint8_t>> peers(npeers, std::vector<uint8_t>(qbytes));
+      for (auto& p : peers) {
+        for (auto& v : x) v = dist(rng);
+        minmax_compress(x.data(), BAGUA_FLOAT32, n, f, RoundingKey{}, p.data());
+      }
+      std::vector<float> own(n);
+      for (auto& v : own) v = dist(rng);
+      std::vector<float> e_cpu = err, red_cpu(n);
+      std::vector<uint8_t> want(qbytes);
+      std::vector<const uint8_t*> in_cpu, in_gpu;
+      for (auto& p : peers) in_cpu.push_back(p.data());
+      minmax_reduce_recompress(in_cpu.data(), npeers, own.data(), n, f, owner_key, e_cpu.data(), want.data(),
+                               red_cpu.data());
+      std::vector<uint8_t*> dpeers;
+      for (auto& p : peers) dpeers.push_back(to_device(p));
+      for (uint8_t* p : dpeers) in_gpu.push_back(p);
+      float* down = to_device(own);
+      float* de = to_device(err);
+      float* dred = to_device(std::vector<float>(n));
+      float* dscratch = to_device(std::vector<float>(n));
+      uint8_t* dq = to_device(std::vector<uint8_t>(qbytes));
+      cuda::minmax_reduce_recompress(in_gpu.data(), npeers, down, n, f, owner_key, de, dq, dred, dscratch, nullptr);
+      cuda::synchronize(nullptr);
+      EXPECT(to_host(dq, qbytes) == want, "fused owner step (%d peers, stochastic %d) codes differ", npeers,
+             stochastic ? 1 : 0);
+      EXPECT(to_host(dred, n) == red_cpu, "fused owner step (%d peers) sums differ", npeers);
+      EXPECT(to_host(de, n) == e_cpu, "fused owner step (%d peers) error differs", npeers);
+      for (uint8_t* p : dpeers) cudaFree(p);
+      for (void* p : {static_cast<void*>(down), static_cast<void*>(de), static_cast<void*>(dred),
+                      static_cast<void*>(dscratch), static_cast<void*>(dq)})
+        cudaFree(p);
+    }
+  // Sign with error feedback, chunks that are and are not multiples of 4, aligned and offset buffers, with a NaN,
+  // an Inf and exact zeros among the inputs.
+  x[11] = NAN;
+  x[2000] = INFINITY;
+  x[3000] = 0.0f;
+  x[3001] = -0.0f;
+  for (size_t chunk : {size_t(256), size_t(300), size_t(1000), size_t(4096)})
+    for (size_t offset : {size_t(0), size_t(1)}) {
+      size_t sbytes = sign_compressed_bytes(n, chunk);
+      std::vector<float> e_cpu = err;
+      std::vector<uint8_t> want(sbytes);
+      sign_compress(x.data(), n, chunk, e_cpu.data(), want.data());
+      Shifted<float> dx(x, offset * 4);
+      Shifted<float> de(err, offset * 4);
+      Shifted<uint8_t> dq(std::vector<uint8_t>(sbytes, 0xEE), offset);
+      cuda::sign_compress(dx.ptr, n, chunk, de.ptr, dq.ptr, nullptr);
+      cuda::synchronize(nullptr);
+      EXPECT(to_host(dq.ptr, sbytes) == want, "sign codes (chunk %zu, offset %zu) differ", chunk, offset);
+      std::vector<float> got_e = to_host(de.ptr, n);
+      EXPECT(std::memcmp(got_e.data(), e_cpu.data(), n * 4) == 0, "sign error feedback (chunk %zu, offset %zu) differs",
+             chunk, offset);
+      std::vector<float> dec(n);
+      sign_decompress(want.data(), n, chunk, dec.data());
+      cuda::sign_decompress(dq.ptr, n, chunk, dx.ptr, nullptr);
+      cuda::synchronize(nullptr);
+      std::vector<float> got = to_host(dx.ptr, n);
+      EXPECT(std::memcmp(got.data(), dec.data(), n * 4) == 0, "sign decompress (chunk %zu, offset %zu) differs", chunk,
+             offset);
+    }
+  for (auto& v : x) v = dist(rng);
   {  // casts and BAGUA's layout
     float* dx = to_device(x);
     uint16_t* dh = to_device(std::vector<uint16_t>(n));

@@ -1,11 +1,12 @@
-// CUDA versions of the sign, BAGUA MinMaxUInt8 and cast kernels (docs/formats.md), with the CPU's arithmetic:
-// the sign scale sums t*t in fp64 in element order (one thread per chunk), BAGUA's range is a whole-tensor
-// min/max (exact in any order).
+// CUDA versions of the sign, BAGUA MinMaxUInt8 and cast kernels (docs/formats.md), with the CPU's arithmetic.
+// Sign: one team of threads per chunk (chunk_team.h); the scale sums t*t in fp64 in the CPU's order from the
+// chunk's values in shared memory. BAGUA's range is a whole-tensor min/max (exact in any order).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
 #include "base/error.h"
+#include "kernels/cuda/chunk_team.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/half.h"
 #include "kernels/quantize_math.h"
@@ -14,65 +15,111 @@ namespace bagua::cuda {
 
 namespace {
 
-__host__ __device__ size_t sign_block_bytes(size_t len) { return 4 + ((len + 7) / 8 + 3) / 4 * 4; }
+constexpr size_t kMaxSignChunk = 4096;
 
-// One thread per chunk, the CPU's order: element i into fp64 lane i mod 8 (each lane in element order),
-// then the lanes 0..7 in order.
-__global__ void sign_scale_kernel(const float* x, const float* error, size_t count, size_t chunk, float* scales) {
-  size_t c = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  size_t begin = c * chunk;
-  if (begin >= count) return;
-  size_t len = count - begin < chunk ? count - begin : chunk;
-  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (size_t i = 0; i < len; ++i) {
-    double t = static_cast<double>(x[begin + i] + (error ? error[begin + i] : 0.0f));
-    lane[i % 8] += t * t;
-  }
-  double sum_sq = 0;
-  for (int l = 0; l < 8; ++l) sum_sq += lane[l];
-  scales[c] = canonical_float(static_cast<float>(sqrt(sum_sq / static_cast<double>(len))));
-}
+__host__ __device__ size_t sign_code_bytes(size_t len) { return ((len + 7) / 8 + 3) / 4 * 4; }
 
-// One thread per output byte of sign bits; also writes the scale and updates the error.
-__global__ void sign_pack_kernel(const float* x, float* error, size_t count, size_t chunk, const float* scales,
-                                 uint8_t* out) {
-  size_t chunks = (count + chunk - 1) / chunk;
-  size_t full_block = sign_block_bytes(chunk);
-  for (size_t c = blockIdx.y; c < chunks; c += gridDim.y) {  // grid y is capped at 65535: stride over chunks
-    size_t begin = c * chunk;
-    size_t len = count - begin < chunk ? count - begin : chunk;
-    uint8_t* block = out + c * full_block;
-    float scale = scales[c];
-    if (blockIdx.x == 0 && threadIdx.x == 0) memcpy(block, &scale, 4);
-    size_t nbytes = sign_block_bytes(len) - 4;
-    for (size_t byte = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; byte < nbytes;
-         byte += static_cast<size_t>(gridDim.x) * blockDim.x) {
-      uint32_t bits = 0;
-      for (size_t k = 0; k < 8; ++k) {
-        size_t i = byte * 8 + k;
-        if (i >= len) break;
-        float t = x[begin + i] + (error ? error[begin + i] : 0.0f);
-        bool positive = !(t < 0.0f);
-        if (positive) bits |= 1u << k;
-        if (error) error[begin + i] = feedback_residual(t - (positive ? scale : -scale));
-      }
-      block[4 + byte] = static_cast<uint8_t>(bits);
+struct SignArgs {
+  const float* x;  // compress: the values; decompress: unused
+  float* error;    // compress: error feedback, or NULL
+  const uint8_t* in;
+  float* values;  // decompress: the output
+  uint8_t* out;   // compress: the blocks
+  size_t count, chunk, block_bytes;
+  unsigned team_threads;
+  bool accumulate, wide, words;
+};
+
+// t = x + e; scale = sqrt(sum t^2 / len) in fp64 in the CPU's order (element i into lane i mod 8, each lane in
+// element order, then lanes 0..7); bit 1 for t >= 0 (NaN too), LSB first; e = t -+ scale.
+__global__ void __launch_bounds__(kMaxTeamThreads) sign_compress_kernel(const __grid_constant__ SignArgs a) {
+  extern __shared__ float s_chunks[];  // each team's t values
+  __shared__ float s_scale[kBlockThreads / 32];
+  const Team tm = this_team(a.count, a.chunk, a.team_threads);
+  float* chunk_values = s_chunks + tm.index * a.chunk;
+  float t[kQuadsPerThread][4];
+#pragma unroll
+  for (int k = 0; k < kQuadsPerThread; ++k) {
+    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads, first = tm.begin + 4 * q;
+    const int valid = quad_valid(q, tm.len);
+    float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    load_quad(a.x, BAGUA_FLOAT32, first, valid, a.wide, t[k]);
+    if (a.error) load_quad(a.error, BAGUA_FLOAT32, first, valid, a.wide, e);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      t[k][m] = t[k][m] + e[m];
+      if (m < valid) chunk_values[4 * q + m] = t[k][m];
     }
   }
+  __syncthreads();
+  if (tm.thread < 32) {  // the team's first warp
+    double lane_sum = 0;
+    if (tm.thread < 8)
+      for (size_t i = tm.thread; i < tm.len; i += 8) {
+        const double d = static_cast<double>(chunk_values[i]);
+        lane_sum += d * d;
+      }
+    double sum = 0;
+    for (int lane = 0; lane < 8; ++lane) sum += __shfl_sync(kFullWarp, lane_sum, lane);
+    if (tm.thread == 0 && tm.len > 0)
+      s_scale[tm.index] = canonical_float(static_cast<float>(sqrt(sum / static_cast<double>(tm.len))));
+  }
+  __syncthreads();
+  if (tm.len == 0) return;  // whole warps
+  const float scale = s_scale[tm.index];
+  uint8_t* block = a.out + tm.chunk * a.block_bytes;
+  if (tm.thread == 0) store_float(block, scale, a.words);
+  const size_t nbytes = sign_code_bytes(tm.len);
+#pragma unroll
+  for (int k = 0; k < kQuadsPerThread; ++k) {
+    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads, first = tm.begin + 4 * q;
+    const int valid = quad_valid(q, tm.len);
+    uint32_t bits = 0;
+    float e[4];
+    for (int m = 0; m < 4; ++m) {
+      const bool positive = !(t[k][m] < 0.0f);
+      if (m < valid && positive) bits |= 1u << m;
+      e[m] = feedback_residual(t[k][m] - (positive ? scale : -scale));
+    }
+    store_code_word<1>(block + 4, q, gather_code_word<1>(bits), nbytes, a.words);
+    if (a.error && valid > 0) store_quad(a.error, BAGUA_FLOAT32, first, valid, a.wide, e);
+  }
 }
 
-// x = +-scale, or with accumulate x += +-scale (the CPU's sign_expand).
-__global__ void sign_unpack_kernel(const uint8_t* in, size_t count, size_t chunk, float* x, bool accumulate) {
-  size_t full_block = sign_block_bytes(chunk);
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    size_t c = i / chunk, j = i % chunk;
-    const uint8_t* block = in + c * full_block;
-    float scale;
-    memcpy(&scale, block, 4);
-    float v = canonical_float((block[4 + j / 8] >> (j % 8)) & 1u ? scale : -scale);
-    x[i] = accumulate ? canonical_float(x[i] + v) : v;
+// values = +-scale, or with accumulate values += +-scale (the CPU's sign_expand).
+__global__ void __launch_bounds__(kMaxTeamThreads) sign_decompress_kernel(const __grid_constant__ SignArgs a) {
+  const Team tm = this_team(a.count, a.chunk, a.team_threads);
+  if (tm.len == 0) return;
+  const uint8_t* block = a.in + tm.chunk * a.block_bytes;
+  const float scale = load_float(block, a.words);
+  const float plus = canonical_float(scale), minus = canonical_float(-scale);
+#pragma unroll
+  for (int k = 0; k < kQuadsPerThread; ++k) {
+    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads, first = tm.begin + 4 * q;
+    const int valid = quad_valid(q, tm.len);
+    if (valid == 0) continue;
+    const uint32_t bits = load_quad_codes<1>(block + 4, q, a.words);
+    float v[4];
+    for (int m = 0; m < 4; ++m) v[m] = (bits >> m) & 1u ? plus : minus;
+    if (a.accumulate) {
+      float acc[4];
+      load_quad(a.values, BAGUA_FLOAT32, first, valid, a.wide, acc);
+      for (int m = 0; m < 4; ++m) v[m] = canonical_float(acc[m] + v[m]);
+    }
+    store_quad(a.values, BAGUA_FLOAT32, first, valid, a.wide, v);
   }
+}
+
+SignArgs sign_args(size_t count, size_t chunk) {
+  if (chunk == 0 || chunk > kMaxSignChunk)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "CUDA sign compression takes chunks of 1 to {} elements, not {}", kMaxSignChunk,
+         chunk);
+  SignArgs a{};
+  a.count = count;
+  a.chunk = chunk;
+  a.block_bytes = 4 + sign_code_bytes(chunk);
+  a.team_threads = team_shape(count, chunk).team_threads;
+  return a;
 }
 
 // The fp16/bf16 wire format with error feedback: t = x + e, out = cast(t), e = t - float(out).
@@ -191,25 +238,36 @@ void check(const char* what) {
 }  // namespace
 
 void sign_compress(const float* x, size_t count, size_t chunk, float* error, uint8_t* out, void* stream) {
+  SignArgs a = sign_args(count, chunk);
   if (count == 0) return;
-  if (chunk == 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "sign compression chunk is 0");
-  auto s = static_cast<cudaStream_t>(stream);
-  size_t chunks = (count + chunk - 1) / chunk;
-  float* scales = nullptr;
-  if (cudaMallocAsync(&scales, chunks * sizeof(float), s) != cudaSuccess)
-    fail(BAGUA_ERR_CUDA, "cudaMallocAsync failed");
-  sign_scale_kernel<<<static_cast<unsigned>((chunks + 127) / 128), 128, 0, s>>>(x, error, count, chunk, scales);
-  dim3 grid(static_cast<unsigned>(((chunk + 7) / 8 + 255) / 256),
-            static_cast<unsigned>(chunks < 65535 ? chunks : 65535));
-  sign_pack_kernel<<<grid, 256, 0, s>>>(x, error, count, chunk, scales, out);
-  cudaFreeAsync(scales, s);
+  a.x = x;
+  a.error = error;
+  a.out = out;
+  a.wide = chunk % 4 == 0 && aligned_to(x, 16) && aligned_to(error, 16);
+  a.words = aligned_to(out, 4);
+  const TeamShape shape = team_shape(count, chunk);
+  const size_t shared = shape.teams_per_block * chunk * sizeof(float);
+  sign_compress_kernel<<<static_cast<unsigned>(shape.blocks), shape.block_threads(), shared,
+                         static_cast<cudaStream_t>(stream)>>>(a);
   check("CUDA sign compress");
 }
 
-void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x, void* stream) {
+static void sign_expand(const uint8_t* in, size_t count, size_t chunk, float* x, bool accumulate, void* stream) {
+  SignArgs a = sign_args(count, chunk);
   if (count == 0) return;
-  sign_unpack_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(in, count, chunk, x, false);
+  a.in = in;
+  a.values = x;
+  a.accumulate = accumulate;
+  a.wide = chunk % 4 == 0 && aligned_to(x, 16);
+  a.words = aligned_to(in, 4);
+  const TeamShape shape = team_shape(count, chunk);
+  sign_decompress_kernel<<<static_cast<unsigned>(shape.blocks), shape.block_threads(), 0,
+                           static_cast<cudaStream_t>(stream)>>>(a);
   check("CUDA sign decompress");
+}
+
+void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x, void* stream) {
+  sign_expand(in, count, chunk, x, false, stream);
 }
 
 void gossip_difference(float* diff, const float* x, const float* self, const float* const* replicas,
@@ -262,10 +320,7 @@ void decompress_floats(const CompressionSpec& spec, const uint8_t* in, size_t co
       else
         minmax_decompress(in, count, spec.format, out, BAGUA_FLOAT32, stream);
       return;
-    case BAGUA_COMPRESS_SIGN:
-      sign_unpack_kernel<<<blocks_for(count), 256, 0, s>>>(in, count, spec.format.chunk, out, accumulate);
-      check("CUDA sign decompress");
-      return;
+    case BAGUA_COMPRESS_SIGN: sign_expand(in, count, spec.format.chunk, out, accumulate, stream); return;
     case BAGUA_COMPRESS_FP16:
     case BAGUA_COMPRESS_BF16: {
       const bool fp16 = spec.kind == BAGUA_COMPRESS_FP16;
@@ -311,6 +366,18 @@ void bagua_u8_decompress(const uint8_t* in, size_t count, float* x, void* stream
   if (count == 0) return;
   u8_decode_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(in, count, x);
   check("CUDA MinMaxUInt8 decompress");
+}
+
+void load_extra_kernels() {
+  cudaFuncAttributes attrs;
+  if (cudaFuncGetAttributes(&attrs, sign_compress_kernel) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, sign_decompress_kernel) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, cast_ef_kernel) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, cast_accumulate_kernel) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, cast_from_kernel) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, cast_to_kernel) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, gossip_difference_kernel) != cudaSuccess)
+    check("loading the CUDA compression kernels");
 }
 
 }  // namespace bagua::cuda

@@ -27,10 +27,12 @@ void minmax_decompress(const uint8_t* in, size_t count, const MinMaxFormat& form
                        void* stream);
 void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxFormat& format, float* acc,
                                   void* stream);
-// inputs: device pointers (the array itself on the host). scratch: count floats of device memory.
+// inputs: device pointers (the array itself on the host). scratch: count floats of device memory, used with more
+// than 16 inputs.
 void minmax_reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count,
                               const MinMaxFormat& format, const RoundingKey& key, float* owner_error, uint8_t* out,
                               float* reduced, float* scratch, void* stream);
+// Sign: chunk 1 to 4096 elements (the codec allows 256 to 4096).
 void sign_compress(const float* x, size_t count, size_t chunk, float* error, uint8_t* out, void* stream);
 void sign_decompress(const uint8_t* in, size_t count, size_t chunk, float* x, void* stream);
 void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t dtype, void* stream);
@@ -46,7 +48,10 @@ void gossip_difference(float* diff, const float* x, const float* self, const flo
 void bagua_u8_compress(const float* x, size_t count, uint8_t* out, void* stream);
 void bagua_u8_decompress(const uint8_t* in, size_t count, float* x, void* stream);
 void synchronize(void* stream);
-// Loads the kernels the device data path launches (reductions), so that none is first loaded during a call.
+// Loads every kernel the device data path launches (reductions, compression, conversions), so that none is first
+// loaded during a call (CUDA's lazy loading). load_kernels calls the other two.
 void load_kernels();
+void load_quantize_kernels();
+void load_extra_kernels();
 
 }  // namespace bagua::cuda

@@ -1,11 +1,14 @@
-// CUDA min-max quantization ("minmax v1", docs/formats.md): one block per chunk. The block finds the chunk's
-// min and max (exact, so the reduction order does not matter), then each thread forms whole code bytes with
-// the CPU's arithmetic: t = (x - min) * inv_step, rint or stochastic_code (quantize_math.h), clamp.
+// CUDA min-max quantization ("minmax v1", docs/formats.md) with the CPU's arithmetic, one team of threads per
+// chunk (chunk_team.h). The team finds the chunk's min and max with shuffles (exact, so the order does not matter),
+// then each thread codes its quads: t = (x - min) * inv_step, rint or stochastic_code (quantize_math.h), clamp;
+// the warp puts whole code words together. The same kernel does the owner step of the compressed scatter-reduce
+// (own values plus the peers' decompressed blocks, then compress), so the sum stays in registers.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
 #include "base/error.h"
+#include "kernels/cuda/chunk_team.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/half.h"
 #include "kernels/quantize_math.h"
@@ -14,8 +17,9 @@ namespace bagua::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
 constexpr size_t kHeaderBytes = 8;
+constexpr int kMaxFusedInputs = 16;
+constexpr unsigned kMaxTeamWarps = kMaxTeamThreads / 32;
 
 __host__ __device__ size_t code_bytes(size_t len, int bits) {
   size_t raw = (len * static_cast<size_t>(bits) + 7) / 8;
@@ -23,14 +27,14 @@ __host__ __device__ size_t code_bytes(size_t len, int bits) {
 }
 
 struct Grid {
-  float min, step, inv_step;
+  float min, max, step, inv_step;
   bool poisoned;
 };
 
 __device__ Grid make_grid(float lo, float hi, int bits, bool poisoned) {
-  Grid g{lo, 0.0f, 0.0f, poisoned};
+  Grid g{lo, hi, 0.0f, 0.0f, poisoned};
   if (poisoned) {
-    g.min = __int_as_float(0x7fc00000);
+    g.min = g.max = __int_as_float(0x7fc00000);
     return g;
   }
   float levels = static_cast<float>((1u << bits) - 1);
@@ -43,106 +47,211 @@ __device__ Grid make_grid(float lo, float hi, int bits, bool poisoned) {
   return g;
 }
 
-__device__ float load_input(const void* x, bagua_datatype_t dtype, size_t i) {
-  if (dtype == BAGUA_FLOAT16) return fp16_to_float(static_cast<const uint16_t*>(x)[i]);
-  if (dtype == BAGUA_BFLOAT16) return bf16_to_float(static_cast<const uint16_t*>(x)[i]);
-  return static_cast<const float*>(x)[i];
+// What decoding a chunk's block needs from its header.
+struct BlockGrid {
+  float lo, step;
+  bool poisoned;
+};
+
+__device__ BlockGrid read_block_grid(const uint8_t* block, int bits, bool words) {
+  float lo = load_float(block, words), hi = load_float(block + 4, words);
+  BlockGrid g{lo, 0.0f, isnan(lo) || isnan(hi)};
+  if (!g.poisoned) {
+    g.step = (hi - lo) / static_cast<float>((1u << bits) - 1);
+    if (!isfinite(g.step)) g.step = 0.0f;
+  }
+  return g;
 }
 
-// One block per chunk. With error feedback, t = x + e is staged in shared memory and e is updated.
-__global__ void compress_kernel(const void* x, bagua_datatype_t dtype, float* error, size_t count, int bits,
-                                size_t chunk, size_t block_bytes, bool stochastic, uint64_t seed, uint64_t step,
-                                uint32_t rank, uint64_t index_base, uint8_t* out) {
-  __shared__ float s_min[kThreads], s_max[kThreads];
-  __shared__ int s_bad[kThreads];
-  __shared__ float v[4096];
-  size_t begin = blockIdx.x * chunk;
-  size_t len = count - begin < chunk ? count - begin : chunk;
-  for (size_t i = threadIdx.x; i < len; i += kThreads)
-    v[i] = load_input(x, dtype, begin + i) + (error ? error[begin + i] : 0.0f);
-  __syncthreads();
-  uint8_t* block = out + blockIdx.x * block_bytes;
-  float mn = __int_as_float(0x7f800000), mx = -mn;
-  int bad = 0;
-  for (size_t i = threadIdx.x; i < len; i += kThreads) {
-    float e = v[i];
-    bad |= !isfinite(e);
-    mn = e < mn ? e : mn;
-    mx = e > mx ? e : mx;
+template <int Bits>
+__device__ void dequantize_quad(const uint8_t* block, const BlockGrid& g, size_t q, bool words, float deq[4]) {
+  const uint32_t codes = load_quad_codes<Bits>(block + kHeaderBytes, q, words);
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const uint32_t c = (codes >> (m * Bits)) & ((1u << Bits) - 1);
+    deq[m] = canonical_float(g.poisoned ? g.lo : g.lo + static_cast<float>(c) * g.step);
   }
-  s_min[threadIdx.x] = mn;
-  s_max[threadIdx.x] = mx;
-  s_bad[threadIdx.x] = bad;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      float a = s_min[threadIdx.x + half], b = s_max[threadIdx.x + half];
-      s_min[threadIdx.x] = a < s_min[threadIdx.x] ? a : s_min[threadIdx.x];
-      s_max[threadIdx.x] = b > s_max[threadIdx.x] ? b : s_max[threadIdx.x];
-      s_bad[threadIdx.x] |= s_bad[threadIdx.x + half];
+}
+
+struct FusedInputs {
+  const uint8_t* block[kMaxFusedInputs];
+  int count;
+};
+
+struct CompressArgs {
+  const void* x;  // count values of dtype
+  bagua_datatype_t dtype;
+  FusedInputs inputs;  // compressed blocks (the same format) added to x first, in order
+  float* reduced;      // receives x plus the inputs, before error feedback; may be NULL
+  bool compress;       // false: only the sum into reduced
+  float* error;        // error feedback, or NULL
+  size_t count, chunk, block_bytes;
+  unsigned team_threads;
+  bool wide;        // every float buffer allows quad-wide accesses
+  bool words;       // every compressed buffer is 4-byte aligned
+  bool pair_draws;  // index_base and chunk are multiples of 32: lanes l and l ^ 4 share pair hashes
+  uint64_t seed, step, index_base, key_high;
+  uint32_t rank;
+  uint32_t keys[2];  // draw_key for index >> 32 == key_high and key_high + 1
+  uint8_t* out;
+};
+
+__device__ uint32_t element_key(const CompressArgs& a, uint64_t index) {
+  const uint64_t high = index >> 32;
+  if (high == a.key_high) return a.keys[0];
+  if (high == a.key_high + 1) return a.keys[1];
+  return draw_key(a.seed, a.step, a.rank, high);
+}
+
+// keyed_draw16 of the quad's four elements. Every lane of the warp must call it (pair_draws shuffles).
+__device__ void quad_draws(const CompressArgs& a, size_t first, uint32_t r[4]) {
+  const uint64_t index = a.index_base + first;
+  if (a.pair_draws) {
+    // Lane l holds elements i..i+3 and lane l ^ 4 elements i+16..i+19 of one aligned block of 32 indices: the
+    // same four pair hashes, whose low halves are the lower lane's draws and high halves the upper lane's.
+    const bool upper = (threadIdx.x & 4u) != 0;
+    const uint32_t low = static_cast<uint32_t>(index);
+    const uint32_t pair = ((((low >> 5) << 4) | (low & 15u)) + element_key(a, index));
+    const uint32_t h0 = pair_hash(pair + (upper ? 2u : 0u)), h1 = pair_hash(pair + (upper ? 3u : 1u));
+    const uint32_t o0 = __shfl_xor_sync(kFullWarp, h0, 4), o1 = __shfl_xor_sync(kFullWarp, h1, 4);
+    const uint32_t h[4] = {upper ? o0 : h0, upper ? o1 : h1, upper ? h0 : o0, upper ? h1 : o1};
+    for (int m = 0; m < 4; ++m) r[m] = upper ? h[m] >> 16 : h[m] & 0xffffu;
+    return;
+  }
+  for (int m = 0; m < 4; ++m) r[m] = keyed_draw16(element_key(a, index + m), static_cast<uint32_t>(index + m));
+}
+
+template <int Bits, bool Stochastic>
+__global__ void __launch_bounds__(kMaxTeamThreads) compress_kernel(const __grid_constant__ CompressArgs a) {
+  __shared__ float s_min[kMaxTeamWarps], s_max[kMaxTeamWarps];
+  __shared__ int s_bad[kMaxTeamWarps];
+  const Team tm = this_team(a.count, a.chunk, a.team_threads);
+  float v[kQuadsPerThread][4];
+  float lo = __int_as_float(0x7f800000), hi = -lo;
+  bool bad = false;
+#pragma unroll
+  for (int k = 0; k < kQuadsPerThread; ++k) {
+    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads, first = tm.begin + 4 * q;
+    const int valid = quad_valid(q, tm.len);
+    load_quad(a.x, a.dtype, first, valid, a.wide, v[k]);
+    if (valid == 0) continue;
+    for (int i = 0; i < a.inputs.count; ++i) {
+      const uint8_t* block = a.inputs.block[i] + tm.chunk * a.block_bytes;
+      float deq[4];
+      dequantize_quad<Bits>(block, read_block_grid(block, Bits, a.words), q, a.words, deq);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) v[k][m] = canonical_float(v[k][m] + deq[m]);
+    }
+    if (a.reduced) store_quad(a.reduced, BAGUA_FLOAT32, first, valid, a.wide, v[k]);
+    if (a.error && a.compress) {
+      float e[4];
+      load_quad(a.error, BAGUA_FLOAT32, first, valid, a.wide, e);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) v[k][m] = v[k][m] + e[m];
+    }
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      if (m >= valid) break;
+      bad |= !isfinite(v[k][m]);
+      lo = v[k][m] < lo ? v[k][m] : lo;
+      hi = v[k][m] > hi ? v[k][m] : hi;
+    }
+  }
+  if (!a.compress) return;  // the same for the whole grid
+
+  // The team's min, max and "any non-finite": the warp by shuffles, then the team's warps in shared memory.
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float o_lo = __shfl_xor_sync(kFullWarp, lo, offset), o_hi = __shfl_xor_sync(kFullWarp, hi, offset);
+    lo = o_lo < lo ? o_lo : lo;
+    hi = o_hi > hi ? o_hi : hi;
+  }
+  bad = __any_sync(kFullWarp, bad) != 0;
+  if (a.team_threads > 32) {
+    const unsigned warp = threadIdx.x / 32, team_warps = a.team_threads / 32;
+    if (threadIdx.x % 32 == 0) {
+      s_min[warp] = lo;
+      s_max[warp] = hi;
+      s_bad[warp] = bad;
     }
     __syncthreads();
+    for (unsigned w = tm.index * team_warps; w < (tm.index + 1) * team_warps; ++w) {
+      lo = s_min[w] < lo ? s_min[w] : lo;
+      hi = s_max[w] > hi ? s_max[w] : hi;
+      bad |= s_bad[w] != 0;
+    }
   }
-  Grid g = make_grid(unsigned_zero(s_min[0]), unsigned_zero(s_max[0]), bits, s_bad[0] != 0);
-  if (threadIdx.x == 0) {
-    float hdr[2] = {g.min, g.poisoned ? g.min : unsigned_zero(s_max[0])};
-    for (int k = 0; k < 8; ++k) block[k] = reinterpret_cast<const uint8_t*>(hdr)[k];
+  const Grid g = make_grid(unsigned_zero(lo), unsigned_zero(hi), Bits, bad);
+  uint8_t* block = a.out + tm.chunk * a.block_bytes;
+  if (tm.len > 0 && tm.thread == 0) {
+    store_float(block, g.min, a.words);
+    store_float(block + 4, g.max, a.words);
   }
-  const float top = static_cast<float>((1u << bits) - 1);
-  const size_t per_byte = 8 / static_cast<size_t>(bits);
-  const size_t nbytes = code_bytes(len, bits);
-  for (size_t byte = threadIdx.x; byte < nbytes; byte += kThreads) {
-    uint32_t packed = 0;
-    for (size_t k = 0; k < per_byte; ++k) {
-      size_t i = byte * per_byte + k;
-      if (i >= len || g.poisoned) continue;
-      float t = (v[i] - g.min) * g.inv_step;
-      if (stochastic) {
-        uint32_t r = rounding_draw16(seed, step, rank, index_base + begin + i);
-        packed |= static_cast<uint32_t>(stochastic_code(t, r, static_cast<int32_t>(top))) << (k * bits);
-        continue;
+  const size_t nbytes = code_bytes(tm.len, Bits);
+  const int32_t top = (1 << Bits) - 1;
+#pragma unroll
+  for (int k = 0; k < kQuadsPerThread; ++k) {
+    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads, first = tm.begin + 4 * q;
+    const int valid = quad_valid(q, tm.len);
+    uint32_t r[4] = {0, 0, 0, 0};
+    if constexpr (Stochastic) quad_draws(a, first, r);
+    uint32_t c[4] = {0, 0, 0, 0}, quad_codes = 0;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      if (m >= valid || g.poisoned) break;
+      const float t = (v[k][m] - g.min) * g.inv_step;
+      if constexpr (Stochastic) {
+        c[m] = static_cast<uint32_t>(stochastic_code(t, r[m], top));
+      } else {
+        float rounded = rintf(t);
+        rounded = rounded >= 0.0f ? (rounded > top ? static_cast<float>(top) : rounded) : 0.0f;  // NaN: 0
+        c[m] = static_cast<uint32_t>(rounded);
       }
-      float r = rintf(t);
-      r = r >= 0.0f ? (r > top ? top : r) : 0.0f;  // NaN (an overflowing range): code 0, as on the CPU
-      packed |= static_cast<uint32_t>(r) << (k * bits);
+      quad_codes |= c[m] << (m * Bits);
     }
-    block[kHeaderBytes + byte] = static_cast<uint8_t>(packed);
-  }
-  if (error) {
-    __syncthreads();
-    for (size_t i = threadIdx.x; i < len; i += kThreads) {
-      uint32_t q = (block[kHeaderBytes + i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
-      float deq = g.poisoned ? g.min : g.min + static_cast<float>(q) * g.step;
-      error[begin + i] = feedback_residual(v[i] - deq);
+    const uint32_t word = gather_code_word<Bits>(quad_codes);
+    store_code_word<Bits>(block + kHeaderBytes, q, word, nbytes, a.words);
+    if (a.error && valid > 0) {
+      float e[4];
+      for (int m = 0; m < 4; ++m) {
+        const float deq = g.poisoned ? g.min : g.min + static_cast<float>(c[m]) * g.step;
+        e[m] = feedback_residual(v[k][m] - deq);
+      }
+      store_quad(a.error, BAGUA_FLOAT32, first, valid, a.wide, e);
     }
   }
 }
 
-// Decompresses one chunk per block: into acc (+=) or into out of out_dtype.
-__global__ void decompress_acc_kernel(const uint8_t* in, size_t count, int bits, size_t chunk, size_t block_bytes,
-                                      float* acc, bool accumulate, bagua_datatype_t out_dtype) {
-  size_t begin = blockIdx.x * chunk;
-  size_t len = count - begin < chunk ? count - begin : chunk;
-  const uint8_t* block = in + blockIdx.x * block_bytes;
-  float lo, hi;
-  memcpy(&lo, block, 4);
-  memcpy(&hi, block + 4, 4);
-  bool poisoned = isnan(lo) || isnan(hi);
-  float levels = static_cast<float>((1u << bits) - 1);
-  float step = poisoned ? 0.0f : (hi - lo) / levels;
-  if (!isfinite(step)) step = 0.0f;
-  const size_t per_byte = 8 / static_cast<size_t>(bits);
-  for (size_t i = threadIdx.x; i < len; i += kThreads) {
-    uint32_t q = (block[kHeaderBytes + i / per_byte] >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
-    float deq = canonical_float(poisoned ? lo : lo + static_cast<float>(q) * step);
-    if (out_dtype == BAGUA_FLOAT32 && accumulate)
-      acc[begin + i] = canonical_float(acc[begin + i] + deq);
-    else if (out_dtype == BAGUA_FLOAT32)
-      acc[begin + i] = deq;
-    else if (out_dtype == BAGUA_FLOAT16)
-      reinterpret_cast<uint16_t*>(acc)[begin + i] = float_to_fp16(deq);
-    else
-      reinterpret_cast<uint16_t*>(acc)[begin + i] = float_to_bf16(deq);
+struct DecompressArgs {
+  const uint8_t* in;
+  size_t count, chunk, block_bytes;
+  unsigned team_threads;
+  void* out;  // dtype; float32 when accumulating
+  bagua_datatype_t dtype;
+  bool accumulate, wide, words;
+};
+
+// out = deq(in), or out = canonical(out + deq(in)).
+template <int Bits>
+__global__ void __launch_bounds__(kMaxTeamThreads) decompress_kernel(const __grid_constant__ DecompressArgs a) {
+  const Team tm = this_team(a.count, a.chunk, a.team_threads);
+  if (tm.len == 0) return;
+  const uint8_t* block = a.in + tm.chunk * a.block_bytes;
+  const BlockGrid g = read_block_grid(block, Bits, a.words);
+#pragma unroll
+  for (int k = 0; k < kQuadsPerThread; ++k) {
+    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads, first = tm.begin + 4 * q;
+    const int valid = quad_valid(q, tm.len);
+    if (valid == 0) continue;
+    float deq[4];
+    dequantize_quad<Bits>(block, g, q, a.words, deq);
+    if (a.accumulate) {
+      float acc[4];
+      load_quad(a.out, BAGUA_FLOAT32, first, valid, a.wide, acc);
+      for (int m = 0; m < 4; ++m) acc[m] = canonical_float(acc[m] + deq[m]);
+      store_quad(a.out, BAGUA_FLOAT32, first, valid, a.wide, acc);
+    } else {
+      store_quad(a.out, a.dtype, first, valid, a.wide, deq);
+    }
   }
 }
 
@@ -151,33 +260,106 @@ void check_launch(const char* what) {
   if (err != cudaSuccess) fail(BAGUA_ERR_CUDA, "{}: {}", what, cudaGetErrorString(err));
 }
 
+size_t wide_alignment(bagua_datatype_t dtype) { return dtype == BAGUA_FLOAT32 ? 16 : 8; }
+
+CompressArgs compress_args(const void* x, bagua_datatype_t dtype, size_t count, float* error, const MinMaxFormat& f,
+                           const RoundingKey& key, uint8_t* out) {
+  CompressArgs a{};
+  a.x = x;
+  a.dtype = dtype;
+  a.compress = true;
+  a.error = error;
+  a.count = count;
+  a.chunk = f.chunk;
+  a.block_bytes = kHeaderBytes + code_bytes(f.chunk, f.bits);
+  a.team_threads = team_shape(count, f.chunk).team_threads;
+  a.wide = f.chunk % 4 == 0 && aligned_to(x, wide_alignment(dtype)) && aligned_to(error, 16);
+  a.words = aligned_to(out, 4);
+  a.pair_draws = key.index_base % 32 == 0 && f.chunk % 32 == 0;
+  a.seed = key.seed;
+  a.step = key.step;
+  a.rank = key.rank;
+  a.index_base = key.index_base;
+  a.key_high = key.index_base >> 32;
+  a.keys[0] = draw_key(key.seed, key.step, key.rank, a.key_high);
+  a.keys[1] = draw_key(key.seed, key.step, key.rank, a.key_high + 1);
+  a.out = out;
+  return a;
+}
+
+template <int Bits>
+void launch_compress(const CompressArgs& a, bool stochastic, cudaStream_t stream) {
+  const TeamShape shape = team_shape(a.count, a.chunk);
+  if (shape.blocks > 0x7fffffffu) fail(BAGUA_ERR_INVALID_ARGUMENT, "{} elements are too many for one launch", a.count);
+  const auto blocks = static_cast<unsigned>(shape.blocks);
+  if (stochastic)
+    compress_kernel<Bits, true><<<blocks, shape.block_threads(), 0, stream>>>(a);
+  else
+    compress_kernel<Bits, false><<<blocks, shape.block_threads(), 0, stream>>>(a);
+}
+
+void launch_compress(const CompressArgs& a, int bits, bool stochastic, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (bits) {
+    case 8: launch_compress<8>(a, stochastic, s); break;
+    case 4: launch_compress<4>(a, stochastic, s); break;
+    case 2: launch_compress<2>(a, stochastic, s); break;
+    default: launch_compress<1>(a, stochastic, s); break;
+  }
+  check_launch("CUDA min-max compress");
+}
+
+void decompress(const uint8_t* in, size_t count, const MinMaxFormat& f, void* out, bool accumulate,
+                bagua_datatype_t dtype, void* stream) {
+  validate(f);
+  if (count == 0) return;
+  const TeamShape shape = team_shape(count, f.chunk);
+  if (shape.blocks > 0x7fffffffu) fail(BAGUA_ERR_INVALID_ARGUMENT, "{} elements are too many for one launch", count);
+  DecompressArgs a{};
+  a.in = in;
+  a.count = count;
+  a.chunk = f.chunk;
+  a.block_bytes = kHeaderBytes + code_bytes(f.chunk, f.bits);
+  a.team_threads = shape.team_threads;
+  a.out = out;
+  a.dtype = dtype;
+  a.accumulate = accumulate;
+  a.wide = f.chunk % 4 == 0 && aligned_to(out, wide_alignment(dtype));
+  a.words = aligned_to(in, 4);
+  const auto blocks = static_cast<unsigned>(shape.blocks);
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (f.bits) {
+    case 8: decompress_kernel<8><<<blocks, shape.block_threads(), 0, s>>>(a); break;
+    case 4: decompress_kernel<4><<<blocks, shape.block_threads(), 0, s>>>(a); break;
+    case 2: decompress_kernel<2><<<blocks, shape.block_threads(), 0, s>>>(a); break;
+    default: decompress_kernel<1><<<blocks, shape.block_threads(), 0, s>>>(a); break;
+  }
+  check_launch("CUDA min-max decompress");
+}
+
+template <int Bits>
+void load_for_bits() {
+  cudaFuncAttributes attrs;
+  if (cudaFuncGetAttributes(&attrs, compress_kernel<Bits, false>) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, compress_kernel<Bits, true>) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, decompress_kernel<Bits>) != cudaSuccess)
+    check_launch("loading the CUDA min-max kernels");
+}
+
 }  // namespace
 
 void minmax_compress_typed(const void* x, bagua_datatype_t dtype, size_t count, float* error,
                            const MinMaxFormat& format, const RoundingKey& key, uint8_t* out, void* stream) {
   validate(format);
+  if (dtype != BAGUA_FLOAT32 && dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "quantization takes float32, float16 or bfloat16 input");
   if (count == 0) return;
-  size_t chunks = (count + format.chunk - 1) / format.chunk;
-  compress_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, dtype, error, count, format.bits, format.chunk, kHeaderBytes + code_bytes(format.chunk, format.bits),
-      key.stochastic, key.seed, key.step, key.rank, key.index_base, out);
-  check_launch("CUDA min-max compress");
+  launch_compress(compress_args(x, dtype, count, error, format, key, out), format.bits, key.stochastic, stream);
 }
 
 void minmax_compress(const float* x, size_t count, const MinMaxFormat& format, const RoundingKey& key, uint8_t* out,
                      void* stream) {
   minmax_compress_typed(x, BAGUA_FLOAT32, count, nullptr, format, key, out, stream);
-}
-
-static void decompress(const uint8_t* in, size_t count, const MinMaxFormat& format, void* out, bool accumulate,
-                       bagua_datatype_t dtype, void* stream) {
-  validate(format);
-  if (count == 0) return;
-  size_t chunks = (count + format.chunk - 1) / format.chunk;
-  decompress_acc_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      in, count, format.bits, format.chunk, kHeaderBytes + code_bytes(format.chunk, format.bits),
-      static_cast<float*>(out), accumulate, dtype);
-  check_launch("CUDA min-max decompress");
 }
 
 void minmax_decompress_accumulate(const uint8_t* in, size_t count, const MinMaxFormat& format, float* acc,
@@ -193,12 +375,36 @@ void minmax_decompress(const uint8_t* in, size_t count, const MinMaxFormat& form
 void minmax_reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count,
                               const MinMaxFormat& format, const RoundingKey& key, float* owner_error, uint8_t* out,
                               float* reduced, float* scratch, void* stream) {
-  // The CPU's order: acc = own, then += each input in turn, then compress acc (adding the owner's error).
-  auto s = static_cast<cudaStream_t>(stream);
-  cudaMemcpyAsync(scratch, own, count * sizeof(float), cudaMemcpyDeviceToDevice, s);
-  for (int k = 0; k < ninputs; ++k) minmax_decompress_accumulate(inputs[k], count, format, scratch, stream);
-  if (reduced) cudaMemcpyAsync(reduced, scratch, count * sizeof(float), cudaMemcpyDeviceToDevice, s);
-  minmax_compress_typed(scratch, BAGUA_FLOAT32, count, owner_error, format, key, out, stream);
+  // The CPU's order: acc = own, then += each input in turn, then compress acc (adding the owner's error). One
+  // kernel per kMaxFusedInputs inputs; the sums before the last batch go through scratch.
+  validate(format);
+  if (ninputs < 0) fail(BAGUA_ERR_INVALID_ARGUMENT, "{} inputs", ninputs);
+  if (count == 0) return;
+  const float* values = own;
+  int done = 0;
+  for (;;) {
+    const bool last = ninputs - done <= kMaxFusedInputs;
+    CompressArgs a = compress_args(values, BAGUA_FLOAT32, count, owner_error, format, key, out);
+    a.compress = last;
+    a.reduced = last ? reduced : scratch;
+    a.inputs.count = last ? ninputs - done : kMaxFusedInputs;
+    a.wide = a.wide && aligned_to(a.reduced, 16);
+    for (int i = 0; i < a.inputs.count; ++i) {
+      a.inputs.block[i] = inputs[done + i];
+      a.words = a.words && aligned_to(inputs[done + i], 4);
+    }
+    launch_compress(a, format.bits, key.stochastic, stream);
+    if (last) return;
+    values = scratch;
+    done += kMaxFusedInputs;
+  }
+}
+
+void load_quantize_kernels() {
+  load_for_bits<1>();
+  load_for_bits<2>();
+  load_for_bits<4>();
+  load_for_bits<8>();
 }
 
 }  // namespace bagua::cuda

@@ -141,6 +141,12 @@ void load_kernels() {
           cudaFuncGetAttributes(&attrs, divide_kernel<T>) != cudaSuccess)
         check_launch("loading the CUDA reduction kernels");
     });
+  cudaFuncAttributes attrs;
+  if (cudaFuncGetAttributes(&attrs, average_correct_kernel<float>) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, average_correct_kernel<double>) != cudaSuccess)
+    check_launch("loading the CUDA averaging kernels");
+  load_quantize_kernels();
+  load_extra_kernels();
 }
 
 void synchronize(void* stream) {
