@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "kernels/cuda/chunk_team.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/half.h"
 #include "kernels/quantize_math.h"
 
@@ -33,7 +34,7 @@ struct SignArgs {
 // t = x + e; scale = sqrt(sum t^2 / len) in fp64 in the CPU's order (element i into lane i mod 8, each lane in
 // element order, then lanes 0..7); bit 1 for t >= 0 (NaN too), LSB first; e = t -+ scale.
 __global__ void __launch_bounds__(kMaxTeamThreads) sign_compress_kernel(const __grid_constant__ SignArgs a) {
-  extern __shared__ float s_chunks[];  // each team's t values
+  BAGUA_DYNAMIC_SHARED(float, s_chunks);  // each team's t values
   __shared__ float s_scale[kBlockThreads / 32];
   const Team tm = this_team(a.count, a.chunk, a.team_threads);
   float* chunk_values = s_chunks + tm.index * a.chunk;
@@ -178,7 +179,7 @@ __global__ void u8_range_kernel(const float* x, size_t count, uint8_t* out) {
   s_min[threadIdx.x] = mn;
   s_max[threadIdx.x] = mx;
   __syncthreads();
-  for (int half = 128; half > 0; half /= 2) {
+  for (unsigned half = 128; half > 0; half /= 2) {
     if (threadIdx.x < half) {
       float a = s_min[threadIdx.x + half], b = s_max[threadIdx.x + half];
       s_min[threadIdx.x] = a < s_min[threadIdx.x] ? a : s_min[threadIdx.x];
@@ -247,8 +248,8 @@ void sign_compress(const float* x, size_t count, size_t chunk, float* error, uin
   a.words = aligned_to(out, 4);
   const TeamShape shape = team_shape(count, chunk);
   const size_t shared = shape.teams_per_block * chunk * sizeof(float);
-  sign_compress_kernel<<<static_cast<unsigned>(shape.blocks), shape.block_threads(), shared,
-                         static_cast<cudaStream_t>(stream)>>>(a);
+  BAGUA_LAUNCH(sign_compress_kernel, static_cast<unsigned>(shape.blocks), shape.block_threads(), shared,
+               static_cast<cudaStream_t>(stream), a);
   check("CUDA sign compress");
 }
 
@@ -261,8 +262,8 @@ static void sign_expand(const uint8_t* in, size_t count, size_t chunk, float* x,
   a.wide = chunk % 4 == 0 && aligned_to(x, 16);
   a.words = aligned_to(in, 4);
   const TeamShape shape = team_shape(count, chunk);
-  sign_decompress_kernel<<<static_cast<unsigned>(shape.blocks), shape.block_threads(), 0,
-                           static_cast<cudaStream_t>(stream)>>>(a);
+  BAGUA_LAUNCH(sign_decompress_kernel, static_cast<unsigned>(shape.blocks), shape.block_threads(), 0,
+               static_cast<cudaStream_t>(stream), a);
   check("CUDA sign decompress");
 }
 
@@ -280,8 +281,8 @@ void gossip_difference(float* diff, const float* x, const float* self, const flo
     r.replica[k] = replicas[k];
     r.weight[k] = weights[k];
   }
-  gossip_difference_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      diff, x, self, r, nreplicas, self_weight, count);
+  BAGUA_LAUNCH(gossip_difference_kernel, blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream), diff, x, self, r,
+               nreplicas, self_weight, count);
   check("CUDA gossip difference");
 }
 
@@ -301,7 +302,8 @@ void compress_floats(const CompressionSpec& spec, const float* x, size_t count, 
         cast_from_float(x, count, out, fp16 ? BAGUA_FLOAT16 : BAGUA_BFLOAT16, stream);
         return;
       }
-      cast_ef_kernel<<<blocks_for(count), 256, 0, s>>>(x, error, count, reinterpret_cast<uint16_t*>(out), fp16);
+      BAGUA_LAUNCH(cast_ef_kernel, blocks_for(count), 256, 0, s, x, error, count, reinterpret_cast<uint16_t*>(out),
+                   fp16);
       check("CUDA cast with error feedback");
       return;
     }
@@ -328,7 +330,8 @@ void decompress_floats(const CompressionSpec& spec, const uint8_t* in, size_t co
         cast_to_float(in, fp16 ? BAGUA_FLOAT16 : BAGUA_BFLOAT16, count, out, stream);
         return;
       }
-      cast_accumulate_kernel<<<blocks_for(count), 256, 0, s>>>(reinterpret_cast<const uint16_t*>(in), count, out, fp16);
+      BAGUA_LAUNCH(cast_accumulate_kernel, blocks_for(count), 256, 0, s, reinterpret_cast<const uint16_t*>(in), count,
+                   out, fp16);
       check("CUDA cast-accumulate");
       return;
     }
@@ -340,8 +343,8 @@ void cast_from_float(const float* in, size_t count, void* out, bagua_datatype_t 
   if (dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "casts go to float16 or bfloat16");
   if (count == 0) return;
-  cast_from_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      in, count, static_cast<uint16_t*>(out), dtype == BAGUA_FLOAT16);
+  BAGUA_LAUNCH(cast_from_kernel, blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream), in, count,
+               static_cast<uint16_t*>(out), dtype == BAGUA_FLOAT16);
   check("CUDA cast");
 }
 
@@ -349,22 +352,22 @@ void cast_to_float(const void* in, bagua_datatype_t dtype, size_t count, float* 
   if (dtype != BAGUA_FLOAT16 && dtype != BAGUA_BFLOAT16)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "casts come from float16 or bfloat16");
   if (count == 0) return;
-  cast_to_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<const uint16_t*>(in),
-                                                                                   count, out, dtype == BAGUA_FLOAT16);
+  BAGUA_LAUNCH(cast_to_kernel, blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream),
+               static_cast<const uint16_t*>(in), count, out, dtype == BAGUA_FLOAT16);
   check("CUDA cast");
 }
 
 void bagua_u8_compress(const float* x, size_t count, uint8_t* out, void* stream) {
   if (count == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  u8_range_kernel<<<1, 256, 0, s>>>(x, count, out);
-  u8_codes_kernel<<<blocks_for(count), 256, 0, s>>>(x, count, out);
+  BAGUA_LAUNCH(u8_range_kernel, 1, 256, 0, s, x, count, out);
+  BAGUA_LAUNCH(u8_codes_kernel, blocks_for(count), 256, 0, s, x, count, out);
   check("CUDA MinMaxUInt8 compress");
 }
 
 void bagua_u8_decompress(const uint8_t* in, size_t count, float* x, void* stream) {
   if (count == 0) return;
-  u8_decode_kernel<<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(in, count, x);
+  BAGUA_LAUNCH(u8_decode_kernel, blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream), in, count, x);
   check("CUDA MinMaxUInt8 decompress");
 }
 

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "kernels/cuda/chunk_team.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/half.h"
 #include "kernels/quantize_math.h"
 
@@ -56,9 +57,11 @@ struct BlockGrid {
 __device__ BlockGrid read_block_grid(const uint8_t* block, int bits, bool words) {
   float lo = load_float(block, words), hi = load_float(block + 4, words);
   BlockGrid g{lo, 0.0f, isnan(lo) || isnan(hi)};
-  if (!g.poisoned) {
-    g.step = (hi - lo) / static_cast<float>((1u << bits) - 1);
-    if (!isfinite(g.step)) g.step = 0.0f;
+  if (!g.poisoned) {  // make_grid's step (zero where the range or its inverse overflows)
+    const float levels = static_cast<float>((1u << bits) - 1);
+    g.step = (hi - lo) / levels;
+    const float inv_step = g.step > 0 ? levels / (hi - lo) : 0.0f;
+    if (!isfinite(g.step) || !isfinite(inv_step)) g.step = 0.0f;
   }
   return g;
 }
@@ -126,32 +129,45 @@ __global__ void __launch_bounds__(kMaxTeamThreads) compress_kernel(const __grid_
   __shared__ float s_min[kMaxTeamWarps], s_max[kMaxTeamWarps];
   __shared__ int s_bad[kMaxTeamWarps];
   const Team tm = this_team(a.count, a.chunk, a.team_threads);
-  float v[kQuadsPerThread][4];
+  // Every load before any store (the compiler may not move loads above stores to other buffers).
+  float v[kQuadsPerThread][4], e[kQuadsPerThread][4];
+  int valid[kQuadsPerThread];
+  size_t first[kQuadsPerThread];
+#pragma unroll
+  for (int k = 0; k < kQuadsPerThread; ++k) {
+    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads;
+    first[k] = tm.begin + 4 * q;
+    valid[k] = quad_valid(q, tm.len);
+    load_quad(a.x, a.dtype, first[k], valid[k], a.wide, v[k]);
+    if (a.error && a.compress)
+      load_quad(a.error, BAGUA_FLOAT32, first[k], valid[k], a.wide, e[k]);
+    else
+      e[k][0] = e[k][1] = e[k][2] = e[k][3] = 0.0f;
+  }
+  for (int i = 0; i < a.inputs.count && tm.len > 0; ++i) {
+    const uint8_t* block = a.inputs.block[i] + tm.chunk * a.block_bytes;
+    const BlockGrid grid = read_block_grid(block, Bits, a.words);
+#pragma unroll
+    for (int k = 0; k < kQuadsPerThread; ++k) {
+      if (valid[k] == 0) continue;
+      float deq[4];
+      dequantize_quad<Bits>(block, grid, tm.thread + static_cast<size_t>(k) * a.team_threads, a.words, deq);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) v[k][m] = canonical_float(v[k][m] + deq[m]);
+    }
+  }
   float lo = __int_as_float(0x7f800000), hi = -lo;
   bool bad = false;
 #pragma unroll
   for (int k = 0; k < kQuadsPerThread; ++k) {
-    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads, first = tm.begin + 4 * q;
-    const int valid = quad_valid(q, tm.len);
-    load_quad(a.x, a.dtype, first, valid, a.wide, v[k]);
-    if (valid == 0) continue;
-    for (int i = 0; i < a.inputs.count; ++i) {
-      const uint8_t* block = a.inputs.block[i] + tm.chunk * a.block_bytes;
-      float deq[4];
-      dequantize_quad<Bits>(block, read_block_grid(block, Bits, a.words), q, a.words, deq);
-#pragma unroll
-      for (int m = 0; m < 4; ++m) v[k][m] = canonical_float(v[k][m] + deq[m]);
-    }
-    if (a.reduced) store_quad(a.reduced, BAGUA_FLOAT32, first, valid, a.wide, v[k]);
+    if (a.reduced) store_quad(a.reduced, BAGUA_FLOAT32, first[k], valid[k], a.wide, v[k]);
     if (a.error && a.compress) {
-      float e[4];
-      load_quad(a.error, BAGUA_FLOAT32, first, valid, a.wide, e);
 #pragma unroll
-      for (int m = 0; m < 4; ++m) v[k][m] = v[k][m] + e[m];
+      for (int m = 0; m < 4; ++m) v[k][m] = v[k][m] + e[k][m];
     }
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      if (m >= valid) break;
+      if (m >= valid[k]) break;
       bad |= !isfinite(v[k][m]);
       lo = v[k][m] < lo ? v[k][m] : lo;
       hi = v[k][m] > hi ? v[k][m] : hi;
@@ -190,14 +206,13 @@ __global__ void __launch_bounds__(kMaxTeamThreads) compress_kernel(const __grid_
   const int32_t top = (1 << Bits) - 1;
 #pragma unroll
   for (int k = 0; k < kQuadsPerThread; ++k) {
-    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads, first = tm.begin + 4 * q;
-    const int valid = quad_valid(q, tm.len);
+    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads;
     uint32_t r[4] = {0, 0, 0, 0};
-    if constexpr (Stochastic) quad_draws(a, first, r);
+    if constexpr (Stochastic) quad_draws(a, first[k], r);
     uint32_t c[4] = {0, 0, 0, 0}, quad_codes = 0;
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      if (m >= valid || g.poisoned) break;
+      if (m >= valid[k] || g.poisoned) break;
       const float t = (v[k][m] - g.min) * g.inv_step;
       if constexpr (Stochastic) {
         c[m] = static_cast<uint32_t>(stochastic_code(t, r[m], top));
@@ -210,13 +225,13 @@ __global__ void __launch_bounds__(kMaxTeamThreads) compress_kernel(const __grid_
     }
     const uint32_t word = gather_code_word<Bits>(quad_codes);
     store_code_word<Bits>(block + kHeaderBytes, q, word, nbytes, a.words);
-    if (a.error && valid > 0) {
-      float e[4];
+    if (a.error && valid[k] > 0) {
+#pragma unroll
       for (int m = 0; m < 4; ++m) {
         const float deq = g.poisoned ? g.min : g.min + static_cast<float>(c[m]) * g.step;
-        e[m] = feedback_residual(v[k][m] - deq);
+        e[k][m] = feedback_residual(v[k][m] - deq);
       }
-      store_quad(a.error, BAGUA_FLOAT32, first, valid, a.wide, e);
+      store_quad(a.error, BAGUA_FLOAT32, first[k], valid[k], a.wide, e[k]);
     }
   }
 }
@@ -237,20 +252,27 @@ __global__ void __launch_bounds__(kMaxTeamThreads) decompress_kernel(const __gri
   if (tm.len == 0) return;
   const uint8_t* block = a.in + tm.chunk * a.block_bytes;
   const BlockGrid g = read_block_grid(block, Bits, a.words);
+  float deq[kQuadsPerThread][4], acc[kQuadsPerThread][4];
+  int valid[kQuadsPerThread];
+  size_t first[kQuadsPerThread];
+#pragma unroll
+  for (int k = 0; k < kQuadsPerThread; ++k) {  // every load before any store
+    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads;
+    first[k] = tm.begin + 4 * q;
+    valid[k] = quad_valid(q, tm.len);
+    if (valid[k] == 0) continue;
+    dequantize_quad<Bits>(block, g, q, a.words, deq[k]);
+    if (a.accumulate) load_quad(a.out, BAGUA_FLOAT32, first[k], valid[k], a.wide, acc[k]);
+  }
 #pragma unroll
   for (int k = 0; k < kQuadsPerThread; ++k) {
-    const size_t q = tm.thread + static_cast<size_t>(k) * a.team_threads, first = tm.begin + 4 * q;
-    const int valid = quad_valid(q, tm.len);
-    if (valid == 0) continue;
-    float deq[4];
-    dequantize_quad<Bits>(block, g, q, a.words, deq);
+    if (valid[k] == 0) continue;
     if (a.accumulate) {
-      float acc[4];
-      load_quad(a.out, BAGUA_FLOAT32, first, valid, a.wide, acc);
-      for (int m = 0; m < 4; ++m) acc[m] = canonical_float(acc[m] + deq[m]);
-      store_quad(a.out, BAGUA_FLOAT32, first, valid, a.wide, acc);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) acc[k][m] = canonical_float(acc[k][m] + deq[k][m]);
+      store_quad(a.out, BAGUA_FLOAT32, first[k], valid[k], a.wide, acc[k]);
     } else {
-      store_quad(a.out, a.dtype, first, valid, a.wide, deq);
+      store_quad(a.out, a.dtype, first[k], valid[k], a.wide, deq[k]);
     }
   }
 }
@@ -292,10 +314,8 @@ void launch_compress(const CompressArgs& a, bool stochastic, cudaStream_t stream
   const TeamShape shape = team_shape(a.count, a.chunk);
   if (shape.blocks > 0x7fffffffu) fail(BAGUA_ERR_INVALID_ARGUMENT, "{} elements are too many for one launch", a.count);
   const auto blocks = static_cast<unsigned>(shape.blocks);
-  if (stochastic)
-    compress_kernel<Bits, true><<<blocks, shape.block_threads(), 0, stream>>>(a);
-  else
-    compress_kernel<Bits, false><<<blocks, shape.block_threads(), 0, stream>>>(a);
+  const auto kernel = stochastic ? compress_kernel<Bits, true> : compress_kernel<Bits, false>;
+  BAGUA_LAUNCH(kernel, blocks, shape.block_threads(), 0, stream, a);
 }
 
 void launch_compress(const CompressArgs& a, int bits, bool stochastic, void* stream) {
@@ -329,10 +349,10 @@ void decompress(const uint8_t* in, size_t count, const MinMaxFormat& f, void* ou
   const auto blocks = static_cast<unsigned>(shape.blocks);
   auto s = static_cast<cudaStream_t>(stream);
   switch (f.bits) {
-    case 8: decompress_kernel<8><<<blocks, shape.block_threads(), 0, s>>>(a); break;
-    case 4: decompress_kernel<4><<<blocks, shape.block_threads(), 0, s>>>(a); break;
-    case 2: decompress_kernel<2><<<blocks, shape.block_threads(), 0, s>>>(a); break;
-    default: decompress_kernel<1><<<blocks, shape.block_threads(), 0, s>>>(a); break;
+    case 8: BAGUA_LAUNCH(decompress_kernel<8>, blocks, shape.block_threads(), 0, s, a); break;
+    case 4: BAGUA_LAUNCH(decompress_kernel<4>, blocks, shape.block_threads(), 0, s, a); break;
+    case 2: BAGUA_LAUNCH(decompress_kernel<2>, blocks, shape.block_threads(), 0, s, a); break;
+    default: BAGUA_LAUNCH(decompress_kernel<1>, blocks, shape.block_threads(), 0, s, a); break;
   }
   check_launch("CUDA min-max decompress");
 }

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/half.h"
 #include "kernels/reduce_math.h"
 
@@ -91,8 +92,8 @@ void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_da
   if (count == 0) return;
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    reduce_kernel<T><<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), count, op);
+    BAGUA_LAUNCH(reduce_kernel<T>, blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream), static_cast<T*>(dst),
+                 static_cast<const T*>(a), static_cast<const T*>(b), count, op);
   });
   check_launch("CUDA reduction");
 }
@@ -101,8 +102,8 @@ void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, voi
   if (count == 0) return;
   dispatch(dtype, [&](auto tag) {
     using T = decltype(tag);
-    divide_kernel<T>
-        <<<blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<T*>(dst), count, divisor);
+    BAGUA_LAUNCH(divide_kernel<T>, blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream), static_cast<T*>(dst),
+                 count, divisor);
   });
   check_launch("CUDA average");
 }
@@ -121,11 +122,11 @@ void average_correct(void* x, const void* sum, const void* snapshot, size_t coun
   if (count == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   if (dtype == BAGUA_FLOAT32)
-    average_correct_kernel<float><<<blocks_for(count), 256, 0, s>>>(
-        static_cast<float*>(x), static_cast<const float*>(sum), static_cast<const float*>(snapshot), count, n);
+    BAGUA_LAUNCH(average_correct_kernel<float>, blocks_for(count), 256, 0, s, static_cast<float*>(x),
+                 static_cast<const float*>(sum), static_cast<const float*>(snapshot), count, n);
   else if (dtype == BAGUA_FLOAT64)
-    average_correct_kernel<double><<<blocks_for(count), 256, 0, s>>>(
-        static_cast<double*>(x), static_cast<const double*>(sum), static_cast<const double*>(snapshot), count, n);
+    BAGUA_LAUNCH(average_correct_kernel<double>, blocks_for(count), 256, 0, s, static_cast<double*>(x),
+                 static_cast<const double*>(sum), static_cast<const double*>(snapshot), count, n);
   else
     fail(BAGUA_ERR_INVALID_ARGUMENT, "averaging corrections are float32 or float64");
   check_launch("CUDA averaging correction");
