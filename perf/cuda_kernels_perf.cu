@@ -113,14 +113,18 @@ int main() {
       }
       cudaFree(q);
     }
-    const double sbytes = static_cast<double>(sign_compressed_bytes(n, 1024));
-    uint8_t* sq;
-    cudaMalloc(&sq, sign_compressed_bytes(n, 1024));
-    row("sign_ef", 3 * fbytes + sbytes, median_ms(10, [&] { cuda::sign_compress(x, n, 1024, err, sq, nullptr); }));
-    const CompressionSpec sign{BAGUA_COMPRESS_SIGN, {8, 1024}};
-    row("dequantize_acc_sign", sbytes + 2 * fbytes,
-        median_ms(10, [&] { cuda::decompress_floats(sign, sq, n, acc, true, nullptr); }));
-    cudaFree(sq);
+    for (size_t chunk : {size_t(1024), size_t(4096)}) {  // sign's scale is a serial sum over the chunk
+      const std::string c = std::to_string(chunk);
+      const double sbytes = static_cast<double>(sign_compressed_bytes(n, chunk));
+      uint8_t* sq;
+      cudaMalloc(&sq, sign_compressed_bytes(n, chunk));
+      row("sign_ef_" + c, 3 * fbytes + sbytes,
+          median_ms(10, [&] { cuda::sign_compress(x, n, chunk, err, sq, nullptr); }));
+      const CompressionSpec sign{BAGUA_COMPRESS_SIGN, {8, chunk}};
+      row("dequantize_acc_sign_" + c, sbytes + 2 * fbytes,
+          median_ms(10, [&] { cuda::decompress_floats(sign, sq, n, acc, true, nullptr); }));
+      cudaFree(sq);
+    }
     cudaFree(x);
     cudaFree(y);
     cudaFree(acc);
