@@ -46,6 +46,10 @@ class HostOnlyRuntime final : public DeviceRuntime {
     unavailable();
   }
   void divide_async(void*, size_t, bagua_datatype_t, int, DeviceStream) override { unavailable(); }
+  void reduce_spans_async(const std::vector<void*>&, const std::vector<const void*>&, size_t, bagua_datatype_t,
+                          bagua_redop_t, int, DeviceStream) override {
+    unavailable();
+  }
   void average_correct_async(void*, const void*, const void*, size_t, bagua_datatype_t, int, DeviceStream) override {
     unavailable();
   }

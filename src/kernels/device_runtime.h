@@ -103,6 +103,10 @@ class DeviceRuntime {
   virtual void reduce_async(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype,
                             bagua_redop_t op, DeviceStream stream) = 0;
   virtual void divide_async(void* dst, size_t count, bagua_datatype_t dtype, int divisor, DeviceStream stream) = 0;
+  // Every dsts[d] = (srcs[0] op srcs[1] op ... left to right) / divisor (0: none), the bits of reduce_async over the
+  // sources in turn and then divide_async, in one pass over the data. srcs[0] may be dsts[0]; no other overlap.
+  virtual void reduce_spans_async(const std::vector<void*>& dsts, const std::vector<const void*>& srcs, size_t count,
+                                  bagua_datatype_t dtype, bagua_redop_t op, int divisor, DeviceStream stream) = 0;
   // x = average_correction(x, sum, snapshot, n) element-wise (kernels/reduce_math.h), float32 or float64.
   virtual void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count,
                                      bagua_datatype_t dtype, int n, DeviceStream stream) = 0;

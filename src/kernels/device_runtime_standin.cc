@@ -26,6 +26,7 @@
 #include "base/error.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/device_runtime.h"
+#include "kernels/dtype.h"
 
 namespace bagua {
 
@@ -253,6 +254,17 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   }
   void divide_async(void* dst, size_t count, bagua_datatype_t dtype, int divisor, DeviceStream stream) override {
     stream_of(stream)->enqueue([=] { divide_by(dst, count, dtype, divisor); });
+  }
+  void reduce_spans_async(const std::vector<void*>& dsts, const std::vector<const void*>& srcs, size_t count,
+                          bagua_datatype_t dtype, bagua_redop_t op, int divisor, DeviceStream stream) override {
+    stream_of(stream)->enqueue([=] {
+      const size_t bytes = count * datatype_size(dtype);
+      if (srcs.size() == 1 && dsts[0] != srcs[0]) std::memcpy(dsts[0], srcs[0], bytes);
+      for (size_t k = 1; k < srcs.size(); ++k)
+        reduce_from(dsts[0], k == 1 ? srcs[0] : dsts[0], srcs[k], count, dtype, op);
+      if (divisor) divide_by(dsts[0], count, dtype, divisor);
+      for (size_t d = 1; d < dsts.size(); ++d) std::memcpy(dsts[d], dsts[0], bytes);
+    });
   }
   void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype,
                              int n, DeviceStream stream) override {

@@ -1,7 +1,7 @@
 // CUDA kernels against the CPU reference, bit for bit: reductions for every datatype and op (random bit
-// patterns, so NaN, Inf and subnormals too), averages, min-max codes with nearest and stochastic rounding
-// (same key), decompress-accumulate, the quantized allreduce's wire formats, the averaging correction and the gossip
-// difference. Exits 77 (skipped) without a CUDA device.
+// patterns, so NaN, Inf and subnormals too), averages, the one-pass reduction of many spans, min-max codes with nearest
+// and stochastic rounding (same key), decompress-accumulate, the quantized allreduce's wire formats, the averaging
+// correction and the gossip difference. Exits 77 (skipped) without a CUDA device.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -71,6 +71,46 @@ void reductions() {
     cudaFree(da);
     cudaFree(db);
     cudaFree(dd);
+  }
+}
+
+// The one-pass reduction of spans (the IPC path's owner step) against the CPU's pairwise reductions and division:
+// every datatype and op, 1, 3 and 18 sources (18: two batches), 1 and 3 destinations, in place, divided or not.
+void reduce_spans() {
+  std::mt19937_64 rng(9);
+  const size_t count = 20011;
+  for (int t = 0; t < kNumDatatypes; ++t) {
+    auto dtype = static_cast<bagua_datatype_t>(t);
+    const size_t bytes = count * datatype_size(dtype);
+    for (int o = 0; o < kNumRedops; ++o) {
+      auto op = static_cast<bagua_redop_t>(o);
+      for (int nsrc : {1, 3, 18})
+        for (int ndst : {1, 3})
+          for (bool in_place : {false, true}) {
+            const int divisor = op == BAGUA_AVG ? 3 : 0;
+            std::vector<std::vector<uint8_t>> src(nsrc, std::vector<uint8_t>(bytes));
+            for (auto& v : src)
+              for (auto& b : v) b = static_cast<uint8_t>(rng());
+            std::vector<uint8_t> want = src[0];
+            for (int k = 1; k < nsrc; ++k)
+              reduce_from_with(CpuKernels::kScalar, want.data(), want.data(), src[k].data(), count, dtype, op);
+            if (divisor) divide_by_with(CpuKernels::kScalar, want.data(), count, dtype, divisor);
+            std::vector<uint8_t*> dsrc, ddst;
+            for (auto& v : src) dsrc.push_back(to_device(v));
+            for (int d = 0; d < ndst; ++d)
+              ddst.push_back(in_place && d == 0 ? dsrc[0] : to_device(std::vector<uint8_t>(bytes)));
+            std::vector<void*> dsts(ddst.begin(), ddst.end());
+            std::vector<const void*> srcs(dsrc.begin(), dsrc.end());
+            cuda::reduce_spans(dsts.data(), ndst, srcs.data(), nsrc, count, dtype, op, divisor, nullptr);
+            cuda::synchronize(nullptr);
+            for (int d = 0; d < ndst; ++d)
+              EXPECT(to_host(ddst[d], bytes) == want,
+                     "reduction of %d spans into %d (%s), %s %s: destination %d differs", nsrc, ndst,
+                     in_place ? "in place" : "out of place", datatype_name(dtype), redop_name(op), d);
+            for (int d = in_place ? 1 : 0; d < ndst; ++d) cudaFree(ddst[d]);
+            for (uint8_t* p : dsrc) cudaFree(p);
+          }
+    }
   }
 }
 
@@ -390,6 +430,7 @@ int main() {
     return 77;
   }
   reductions();
+  reduce_spans();
   quantization();
   other_kernels();
   wire_formats();

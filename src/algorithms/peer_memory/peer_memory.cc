@@ -330,16 +330,14 @@ struct PeerMemoryWork {
         if (c.to.rank != rank) sent += c.bytes;
       }
       for (const PeerReduce& r : plan.reductions) {
-        uint8_t* result = mapped(r.destinations[0]);
+        // One pass: every source read once, every destination written once.
+        std::vector<void*> destinations;
+        std::vector<const void*> sources;
+        for (const PeerSpan& s : r.destinations) destinations.push_back(mapped(s));
+        for (const PeerSpan& s : r.sources) sources.push_back(mapped(s));
+        runtime.reduce_spans_async(destinations, sources, r.count, args.dtype, args.op,
+                                   args.op == BAGUA_AVG ? nranks : 0, stream);
         const size_t bytes = r.count * elem;
-        if (r.sources.size() == 1 && result != mapped(r.sources[0]))
-          runtime.copy_async(result, mapped(r.sources[0]), bytes, stream);
-        for (size_t k = 1; k < r.sources.size(); ++k)
-          runtime.reduce_async(result, k == 1 ? mapped(r.sources[0]) : result, mapped(r.sources[k]), r.count,
-                               args.dtype, args.op, stream);
-        if (args.op == BAGUA_AVG) runtime.divide_async(result, r.count, args.dtype, nranks, stream);
-        for (size_t d = 1; d < r.destinations.size(); ++d)
-          runtime.copy_async(mapped(r.destinations[d]), result, bytes, stream);
         for (const PeerSpan& s : r.sources) received += s.rank != rank ? bytes : 0;
         for (const PeerSpan& s : r.destinations) sent += s.rank != rank ? bytes : 0;
       }

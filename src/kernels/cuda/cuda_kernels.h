@@ -14,6 +14,12 @@ namespace bagua::cuda {
 void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
                  void* stream);
 void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, void* stream);
+// Every dsts[d] = (srcs[0] op srcs[1] op ... left to right) / divisor (0: no division), in one pass per
+// kMaxReduceSpans sources: the bits of reduce_from over the sources in turn, then divide_by. srcs[0] may be
+// dsts[0] (in place); spans otherwise do not overlap. Pointer arrays on the host.
+constexpr int kMaxReduceSpans = 16;
+void reduce_spans(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count, bagua_datatype_t dtype,
+                  bagua_redop_t op, int divisor, void* stream);
 // Asynchronous averaging's correction (kernels/cpu/reduce.h's average_correct), float32 or float64.
 void average_correct(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype, int n,
                      void* stream);

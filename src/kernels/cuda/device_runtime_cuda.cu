@@ -390,6 +390,13 @@ class CudaRuntime final : public DeviceRuntime {
     DeviceGuard on(device_of_stream(stream));
     cuda::divide_by(dst, count, dtype, divisor, stream);
   }
+  void reduce_spans_async(const std::vector<void*>& dsts, const std::vector<const void*>& srcs, size_t count,
+                          bagua_datatype_t dtype, bagua_redop_t op, int divisor, DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    cuda::reduce_spans(dsts.data(), static_cast<int>(dsts.size()), srcs.data(), static_cast<int>(srcs.size()), count,
+                       dtype, op, divisor, stream);
+  }
   void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype,
                              int n, DeviceStream stream) override {
     RelaxedCapture relaxed;

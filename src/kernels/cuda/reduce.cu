@@ -2,12 +2,14 @@
 // fp32 rounded once, canonical NaN results), one thread per element.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "base/error.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/dtype.h"
 #include "kernels/half.h"
 #include "kernels/reduce_math.h"
 
@@ -56,6 +58,34 @@ __global__ void divide_kernel(T* dst, size_t count, int divisor) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     dst[i] = A::store(divide_value<W>(A::load(dst[i]), divisor));
+  }
+}
+
+// Up to kMaxReduceSpans sources and destinations of one kernel (kernel parameters, no device array).
+struct SpanPointers {
+  const void* src[kMaxReduceSpans];
+  void* dst[kMaxReduceSpans];
+  int nsrc, ndst;
+};
+
+// Every destination = (src0 op src1 op ...) / divisor: the pairwise kernels' order and rounding (fp16/bf16 rounded
+// after each step), in one pass. Each element is read from every source before it is written anywhere.
+template <typename T>
+__global__ void reduce_spans_kernel(const __grid_constant__ SpanPointers p, size_t count, bagua_redop_t op,
+                                    int divisor) {
+  using A = Arith<T>;
+  using W = typename A::Wide;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const T first = static_cast<const T*>(p.src[0])[i];
+    T out = first;  // one source, no division: a copy, bits kept (fp16/bf16 NaN payloads too)
+    if (p.nsrc > 1 || divisor) {
+      W acc = A::load(first);
+      for (int k = 1; k < p.nsrc; ++k)
+        acc = A::load(A::store(apply_op(acc, A::load(static_cast<const T*>(p.src[k])[i]), op)));
+      out = A::store(divisor ? divide_value<W>(acc, divisor) : acc);
+    }
+    for (int d = 0; d < p.ndst; ++d) static_cast<T*>(p.dst[d])[i] = out;
   }
 }
 
@@ -108,6 +138,34 @@ void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, voi
   check_launch("CUDA average");
 }
 
+void reduce_spans(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count, bagua_datatype_t dtype,
+                  bagua_redop_t op, int divisor, void* stream) {
+  if (nsrc < 1 || ndst < 1) fail(BAGUA_ERR_INVALID_ARGUMENT, "a reduction of {} spans into {}", nsrc, ndst);
+  if (count == 0) return;
+  // Batches of kMaxReduceSpans sources accumulate in dsts[0]; the last writes every destination (more than
+  // kMaxReduceSpans: copies of dsts[0]).
+  const size_t elem = datatype_size(dtype);
+  int done = 0;
+  for (;;) {
+    SpanPointers p{};
+    p.nsrc = 0;
+    if (done > 0) p.src[p.nsrc++] = dsts[0];
+    while (p.nsrc < kMaxReduceSpans && done < nsrc) p.src[p.nsrc++] = srcs[done++];
+    const bool last = done == nsrc;
+    p.ndst = last ? std::min(ndst, kMaxReduceSpans) : 1;
+    for (int d = 0; d < p.ndst; ++d) p.dst[d] = dsts[d];
+    dispatch(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      BAGUA_LAUNCH(reduce_spans_kernel<T>, blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream), p, count, op,
+                   last ? divisor : 0);
+    });
+    check_launch("CUDA reduction of spans");
+    if (last) break;
+  }
+  for (int d = kMaxReduceSpans; d < ndst; ++d)
+    cudaMemcpyAsync(dsts[d], dsts[0], count * elem, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
+}
+
 namespace {
 template <typename T>
 __global__ void average_correct_kernel(T* x, const T* sum, const T* snapshot, size_t count, int n) {
@@ -139,7 +197,8 @@ void load_kernels() {
       using T = decltype(tag);
       cudaFuncAttributes attrs;
       if (cudaFuncGetAttributes(&attrs, reduce_kernel<T>) != cudaSuccess ||
-          cudaFuncGetAttributes(&attrs, divide_kernel<T>) != cudaSuccess)
+          cudaFuncGetAttributes(&attrs, divide_kernel<T>) != cudaSuccess ||
+          cudaFuncGetAttributes(&attrs, reduce_spans_kernel<T>) != cudaSuccess)
         check_launch("loading the CUDA reduction kernels");
     });
   cudaFuncAttributes attrs;
