@@ -84,6 +84,19 @@ int main() {
     row("memcpy_d2d", 2.0 * fbytes, copy_ms);
     row("reduce_sum_f32", 3.0 * fbytes,
         median_ms(10, [&] { cuda::reduce_from(y, x, acc, n, BAGUA_FLOAT32, BAGUA_SUM, nullptr); }));
+    {  // the IPC path's owner step on 4 ranks: 4 blocks in, 4 outputs (a separate buffer each)
+      float* bufs[7];
+      for (auto& b : bufs) {
+        cudaMalloc(&b, bytes);
+        fill(b, n, 3);
+      }
+      std::vector<void*> dsts = {bufs[0], bufs[4], bufs[5], bufs[6]};
+      std::vector<const void*> srcs = {bufs[0], bufs[1], bufs[2], bufs[3]};
+      row("reduce_spans_f32_4x4", 8 * fbytes, median_ms(10, [&] {
+            cuda::reduce_spans(dsts.data(), 4, srcs.data(), 4, n, BAGUA_FLOAT32, BAGUA_SUM, 0, nullptr);
+          }));
+      for (auto& b : bufs) cudaFree(b);
+    }
     for (int bits : {8, 4, 2, 1}) {
       const MinMaxFormat f{bits, 1024};
       const std::string b = std::to_string(bits);
