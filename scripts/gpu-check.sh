@@ -89,6 +89,9 @@ step() {
     'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" relaxations' $B/mp_device
   step device:relaxations-leader 120 $RUN -n 3 sh -c \
     'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" relaxations' $B/mp_device
+  # Staged calls of 12 MiB between two logical hosts: copies in pieces around the host algorithm, exact.
+  step device:pipelined 90 $RUN -n 4 sh -c 'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" pipelined' \
+    $B/mp_device
   step device:failure-quantized 60 env BAGUA_TIMEOUT=4 $RUN -n 3 $B/mp_device failure quantized
   # Two ranks naming the one GPU differently, by index and by UUID: the same GPU, so the IPC path is taken.
   uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1)
@@ -116,6 +119,11 @@ step() {
   # Two other collectives' IPC path (peer_memory from 1 MiB and 256 KiB on 2 ranks) and their staged sizes below.
   step perf:device-others 90 $RUN -n 2 sh -c '"$0" -M device -b 64K -e 256M -f 16 && "$1" -M device -b 64K -e 256M -f 16' \
     $B/bagua_allgather_perf $B/bagua_broadcast_perf
+  # Staged allreduce between two logical hosts, copies pipelined (the default) and not.
+  for p in 1 0; do
+    step perf:pipelined-$p 90 env BAGUA_PIPELINED_STAGING=$p $RUN -n 2 sh -c \
+      'BAGUA_HOST_ID=gpu-check-host$BAGUA_RANK exec "$0" -M device -b 4M -e 256M -f 4' $B/bagua_allreduce_perf
+  done
   # The quantized allreduce on device memory between two logical hosts on the one GPU, 64 MiB.
   step perf:quantized 90 $RUN -n 2 sh -c 'BAGUA_HOST_ID=gpu-check-host$BAGUA_RANK exec "$0" -M device -b 64M -e 64M' \
     $B/bagua_quantized_perf

@@ -322,6 +322,7 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
                     args.recvbuf, args.recv_extent, args.collective == Collective::kAlltoallv);
   std::unique_ptr<DeviceOperation> op = std::move(staged.op);
   op->set_algorithm(collective_name(args.collective), algorithm->name);  // the operation the engine retires
+  op->allow_pipelined_staging();
   CollectiveArgs host = args;
   host.on_device = false;
   host.stream = nullptr;

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/scratch_cache.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/dtype.h"
 
 namespace bagua {
 
@@ -19,7 +20,14 @@ ScheduleOp::ScheduleOp(bagua_opkind_t kind, std::string description, std::unique
     : Operation(kind, std::move(description)), schedule_(std::move(schedule)) {
   // Operation::waiting_for keeps pointers to transfers: size the storage once so it never moves.
   size_t most = 0;
-  for (const Round& round : schedule_->rounds()) most = std::max(most, round.recvs.size() + round.sends.size());
+  auto calls = [](const std::vector<LocalStep>& steps) {
+    return std::any_of(steps.begin(), steps.end(), [](const LocalStep& s) { return s.kind == LocalStep::Kind::kCall; });
+  };
+  has_calls_ = calls(schedule_->prologue());
+  for (const Round& round : schedule_->rounds()) {
+    most = std::max(most, round.recvs.size() + round.sends.size());
+    has_calls_ = has_calls_ || calls(round.during) || calls(round.after);
+  }
   transfers_.reserve(most);
   set_collective_sequence(schedule_->context().sequence);
 }
@@ -79,22 +87,60 @@ void progress_in_flight() {
   if (t_progress_hook) (*t_progress_hook)();
 }
 
+void ScheduleOp::plan_staging(StagingWindow& window) {
+  auto& rounds = schedule_->rounds();
+  staged_ = std::make_unique<StagedSteps>(window, rounds.size() + 1);
+  const size_t elem = datatype_size(schedule_->context().dtype);
+  auto touch_steps = [&](size_t step, const std::vector<LocalStep>& steps) {
+    for (const LocalStep& s : steps) switch (s.kind) {
+        case LocalStep::Kind::kCopy:
+          staged_->touch(step, s.a, s.count, false);
+          staged_->touch(step, s.dst, s.count, true);
+          break;
+        case LocalStep::Kind::kReduce:
+          staged_->touch(step, s.a, s.count * elem, false);
+          staged_->touch(step, s.b, s.count * elem, false);
+          staged_->touch(step, s.dst, s.count * elem, true);
+          break;
+        case LocalStep::Kind::kDivide: staged_->touch(step, s.dst, s.count * elem, true); break;
+        case LocalStep::Kind::kCall: staged_->touch_all(step); break;
+      }
+  };
+  touch_steps(0, schedule_->prologue());
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    for (const RecvSpec& recv : rounds[r].recvs) staged_->touch(r + 1, recv.data, recv.bytes, true);
+    for (const SendSpec& send : rounds[r].sends) staged_->touch(r + 1, send.data, send.bytes, false);
+    touch_steps(r + 1, rounds[r].during);
+    touch_steps(r + 1, rounds[r].after);
+  }
+}
+
 std::string ScheduleOp::waiting_for() const {
+  if (awaiting_input_) return "the copy of its input from device memory";
   if (started_ && !posted_ && round_ < schedule_->rounds().size() && schedule_->rounds()[round_].ready)
     return "its device work";
   return started_ || !schedule_->start_gate() ? Operation::waiting_for() : "its turn after an earlier operation";
 }
 
 void ScheduleOp::advance(Transport& transport) {
+  if (!planned_) {
+    planned_ = true;
+    if (StagingWindow* window = StagingWindow::current()) plan_staging(*window);
+  }
   if (!started_) {
+    awaiting_input_ = staged_ && !staged_->arrived(0);
+    if (awaiting_input_) return;
     if (schedule_->start_gate() && !schedule_->start_gate()()) return;
     started_ = true;
     run_steps(schedule_->prologue(), transport);
+    if (staged_) staged_->finished(0);
   }
   auto& rounds = schedule_->rounds();
   while (round_ < rounds.size()) {
     if (!posted_) {
       if (rounds[round_].ready && !rounds[round_].ready()) return;
+      awaiting_input_ = staged_ && !staged_->arrived(round_ + 1);
+      if (awaiting_input_) return;
       post_round(transport);
       if (!rounds[round_].during.empty()) {
         std::function<void()> poll_in_flight = [this, &transport] {
@@ -109,6 +155,7 @@ void ScheduleOp::advance(Transport& transport) {
     for (Transfer& transfer : transfers_) all_done = poll(transport, transfer) && all_done;
     if (!all_done) return;
     run_steps(rounds[round_].after, transport);
+    if (staged_) staged_->finished(round_ + 1);
     ++round_;
     posted_ = false;
   }

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/staged_steps.h"
 #include "core/operation.h"
 #include "core/tags.h"
 #include "transport/shared_segments.h"
@@ -192,12 +193,20 @@ class ScheduleOp : public Operation {
   // Before its start gate opens it waits for an earlier operation, which the watchdog watches instead.
   bool watched() const override { return started_ || !schedule_->start_gate(); }
   std::string waiting_for() const override;
+  // Steps: the prologue, then each round (its transfers and local steps). Not with opaque calls: one may hand
+  // staging to peers outside the transport (cross-memory attach), whose reads no arrival check covers.
+  bool pipelines_staging() const override { return !has_calls_; }
 
  private:
   void post_round(Transport& transport);
   void run_steps(const std::vector<LocalStep>& steps, Transport& transport);
+  void plan_staging(StagingWindow& window);
 
   std::unique_ptr<Schedule> schedule_;
+  std::unique_ptr<StagedSteps> staged_;  // on a device call's pipelined staging
+  bool has_calls_ = false;
+  bool planned_ = false;
+  bool awaiting_input_ = false;
   size_t round_ = 0;
   bool posted_ = false;
   bool started_ = false;

@@ -40,9 +40,14 @@ constexpr EnvSetting kSettings[] = {
      "user"},
     {"BAGUA_IPC_CACHE_ENTRIES",
      "peers' device allocations each communicator keeps mapped through CUDA IPC (default 64)", "user"},
+    {"BAGUA_PIPELINED_STAGING",
+     "0: staged device calls copy all input in before the algorithm and all output out after it (default 1: in "
+     "pieces, overlapped)",
+     "user"},
     {"BAGUA_DEVICE_STANDIN", "1: testing only; a host stand-in for the CUDA runtime (threads as streams)", "user"},
     {"BAGUA_STANDIN_GPU", "testing only: the identity of the stand-in's GPU (default standin-gpu-0)", "user"},
     {"BAGUA_STANDIN_IPC_FAILS", "testing only: 1 makes the stand-in fail to open peers' IPC handles", "user"},
+    {"BAGUA_STANDIN_COPY_US", "testing only: every stand-in copy takes at least this many microseconds", "user"},
     {"BAGUA_INTER_HOST_GBPS", "GB/s between hosts, for the cost model (default 1.25)", "user"},
     {"BAGUA_QUANTIZED_MIN_BYTES",
      "quantized allreduce below this many input bytes sends full precision (default: 1 MiB within one host, 32 KiB "

@@ -82,6 +82,11 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_IPC_CACHE_ENTRIES='{}' must be a count from 1 to 1000000", text);
     config.ipc_cache_entries = static_cast<size_t>(v);
   }
+  if (const char* text = env_get("BAGUA_PIPELINED_STAGING"); text && *text) {
+    if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_PIPELINED_STAGING='{}' must be 0 or 1", text);
+    config.pipelined_staging = text[0] == '1';
+  }
   if (const char* text = env_get("BAGUA_INTER_HOST_GBPS"); text && *text) {
     char* end = nullptr;
     double v = std::strtod(text, &end);

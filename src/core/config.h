@@ -28,6 +28,9 @@ struct Config {
   size_t device_memory_limit = size_t{1} << 30;
   // BAGUA_IPC_CACHE_ENTRIES: peers' device allocations each communicator keeps mapped through IPC
   size_t ipc_cache_entries = 64;
+  // BAGUA_PIPELINED_STAGING=0: staged device calls copy all their input in before the host algorithm starts and
+  // all their output out after it ends (docs/cuda.md); the default overlaps them in pieces
+  bool pipelined_staging = true;
   size_t trace_size = 1000;  // BAGUA_TRACE_SIZE: operations the flight recorder keeps (0: off)
   std::string trace_dir;     // BAGUA_TRACE_DIR: where each rank writes its flight recorder on failure
   // BAGUA_FINGERPRINT=0: messages carry only the call's kind and receives match it exactly (core/tags.h); for

@@ -214,6 +214,80 @@ void DeviceOperation::issue(const std::function<void(DeviceStream)>& launch) {
 
 IpcCache& DeviceOperation::ipc_cache() { return proxy_.ipc_cache(); }
 
+namespace {
+// Pipelined staging from 4 MiB of input or output, in pieces of at least 1 MiB, at most 16 per copy.
+constexpr size_t kPipelineMinBytes = 4 << 20;
+constexpr size_t kPipelinePieceMinBytes = 1 << 20;
+constexpr size_t kPipelineMaxPieces = 16;
+}  // namespace
+
+void DeviceOperation::start_pipeline() {
+  pipelined_ = true;
+  auto split = [](const std::vector<DeviceCopy>& copies, std::vector<Piece>& pieces) {
+    for (const DeviceCopy& c : copies) {
+      if (c.bytes == 0) continue;
+      const size_t piece = std::max(kPipelinePieceMinBytes, (c.bytes + kPipelineMaxPieces - 1) / kPipelineMaxPieces);
+      for (size_t at = 0; at < c.bytes; at += piece) {
+        pieces.emplace_back();
+        pieces.back().copy = {static_cast<uint8_t*>(c.dst) + at, static_cast<const uint8_t*>(c.src) + at,
+                              std::min(piece, c.bytes - at)};
+      }
+    }
+  };
+  split(copies_in_, in_pieces_);
+  split(copies_out_, out_pieces_);
+  for (const Piece& p : out_pieces_) output_ranges_.push_back({static_cast<const uint8_t*>(p.copy.src), p.copy.bytes});
+  issue_pieces(in_pieces_, 0, in_pieces_.size());
+}
+
+void DeviceOperation::issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last) {
+  DeviceStream copy_stream = proxy_.copy_stream(device_);
+  DeviceRuntime& runtime = proxy_.runtime();
+  copies_done_.reset();
+  copies_unknown_ = true;  // until the event that covers these copies is recorded
+  std::exception_ptr failure;
+  try {
+    for (size_t i = first; i < last; ++i) {
+      if (pieces[i].issued) continue;
+      pieces[i].issued = true;
+      runtime.copy_async(pieces[i].copy.dst, pieces[i].copy.src, pieces[i].copy.bytes, copy_stream);
+      pieces[i].done = runtime.record(copy_stream);
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  copies_done_ = runtime.record(copy_stream);  // the last on the stream: covers every copy issued so far
+  copies_unknown_ = false;
+  if (failure) std::rethrow_exception(failure);
+}
+
+bool DeviceOperation::arrived(const void* data, size_t bytes) {
+  const auto* lo = static_cast<const uint8_t*>(data);
+  for (Piece& p : in_pieces_) {
+    if (p.arrived) continue;
+    const auto* piece = static_cast<const uint8_t*>(p.copy.dst);
+    if (!(lo < piece + p.copy.bytes && piece < lo + bytes)) continue;
+    if (!p.done || !p.done->done()) return false;  // throws when the copy failed
+    p.arrived = true;
+  }
+  return true;
+}
+
+bool DeviceOperation::arrived_all() {
+  for (Piece& p : in_pieces_) {
+    if (p.arrived) continue;
+    if (!p.done || !p.done->done()) return false;
+    p.arrived = true;
+  }
+  return true;
+}
+
+void DeviceOperation::output_final(size_t piece, bool early) {
+  if (piece >= out_pieces_.size() || out_pieces_[piece].issued) return;
+  issue_pieces(out_pieces_, piece, piece + 1);
+  early_pieces_ += early ? 1 : 0;
+}
+
 void DeviceOperation::defer_staging(std::function<void(DeviceOperation&)> lay_out) {
   deferred_ = true;
   lay_out_ = std::move(lay_out);
@@ -236,21 +310,33 @@ void DeviceOperation::release_staging() {
 
 void DeviceOperation::advance(Transport& transport) {
   switch (phase_) {
-    case Phase::kWaitInput:
+    case Phase::kWaitInput: {
       if (!input_ready_->done()) return;
       phase_ = Phase::kCopyIn;
       note_progress();
-      if (!deferred_) issue([this](DeviceStream s) { copy_all(copies_in_, s); });
+      size_t in_bytes = 0, out_bytes = 0;
+      for (const DeviceCopy& c : copies_in_) in_bytes += c.bytes;
+      for (const DeviceCopy& c : copies_out_) out_bytes += c.bytes;
+      if (pipeline_allowed_ && !deferred_ && std::max(in_bytes, out_bytes) >= kPipelineMinBytes &&
+          proxy_.pipelined_staging()) {
+        host_op_ = build_();  // builders lay out steps on the staging; none reads it
+        if (host_op_->pipelines_staging()) start_pipeline();
+      }
+      if (!deferred_ && !pipelined_) issue([this](DeviceStream s) { copy_all(copies_in_, s); });
       [[fallthrough]];
+    }
     case Phase::kCopyIn:
-      if (!deferred_ && !copies_done_->done()) return;
-      host_op_ = build_();
+      if (!deferred_ && !pipelined_ && !copies_done_->done()) return;
+      if (!host_op_) host_op_ = build_();
       if (!collective_name()) set_algorithm(host_op_->collective_name(), host_op_->algorithm_name());  // relaxations
       phase_ = Phase::kRun;
       note_progress();
       [[fallthrough]];
     case Phase::kRun: {
-      host_op_->advance(transport);
+      {
+        StagingWindow::Scope window(pipelined_ ? static_cast<StagingWindow*>(this) : nullptr);
+        host_op_->advance(transport);
+      }
       if (host_op_->events() != host_events_) {
         note_progress();
         host_events_ = host_op_->events();
@@ -261,7 +347,12 @@ void DeviceOperation::advance(Transport& transport) {
       if (host_op_->running()) return;
       phase_ = Phase::kCopyOut;
       note_progress();
-      if (!deferred_ || copy_out_wanted_) issue([this](DeviceStream s) { copy_all(copies_out_, s); });
+      if (pipelined_) {
+        proxy_.count_pipelined(early_pieces_);
+        issue_pieces(out_pieces_, 0, out_pieces_.size());  // those no step reported final
+      } else if (!deferred_ || copy_out_wanted_) {
+        issue([this](DeviceStream s) { copy_all(copies_out_, s); });
+      }
       [[fallthrough]];
     }
     case Phase::kCopyOut:
@@ -285,6 +376,8 @@ std::string DeviceOperation::waiting_for() const {
 }
 
 // ---- the proxy ----
+
+bool DeviceProxy::pipelined_staging() const { return comm_.config().pipelined_staging; }
 
 DeviceProxy::DeviceProxy(Comm& comm) : comm_(comm), runtime_(device_runtime()) {
   DeviceRuntime* runtime = &runtime_;

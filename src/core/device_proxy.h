@@ -20,6 +20,7 @@
 
 #include "core/ipc_cache.h"
 #include "core/operation.h"
+#include "core/staging_window.h"
 #include "kernels/device_runtime.h"
 
 namespace bagua {
@@ -86,7 +87,7 @@ class StreamClaim {
   long index_ = -1;
 };
 
-class DeviceOperation final : public Operation {
+class DeviceOperation final : public Operation, private StagingWindow {
  public:
   DeviceOperation(bagua_opkind_t kind, DeviceProxy& proxy, DeviceStream stream, int device, StagingLease staging);
   ~DeviceOperation() override;
@@ -104,6 +105,9 @@ class DeviceOperation final : public Operation {
   void copy_out(void* device_dst, const void* stage, size_t bytes) {
     copies_out_.push_back({device_dst, stage, bytes});
   }
+  // The copies may run in pieces around a host operation that pipelines (core/staging_window.h), from
+  // kPipelineMinBytes of input or output: the collectives' staged path allows it.
+  void allow_pipelined_staging() { pipeline_allowed_ = true; }
   // The user's stream position this operation starts after, and the gate that holds the stream's later work
   // until it ends (none for a request, which is its own synchronisation point). Operations of one group on one
   // stream share the position (submit_device_group).
@@ -156,6 +160,21 @@ class DeviceOperation final : public Operation {
 
  private:
   enum class Phase { kWaitInput, kCopyIn, kRun, kCopyOut, kDone };
+  // One piece of a staging copy, and the event recorded after it on the copy stream.
+  struct Piece {
+    DeviceCopy copy;
+    std::unique_ptr<DeviceEvent> done;
+    bool issued = false, arrived = false;
+  };
+  // Pipelined staging: splits the copies into pieces and issues the input's.
+  void start_pipeline();
+  // Issues the copies of the pieces in [first, last) not issued yet, an event after each.
+  void issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last);
+  // StagingWindow, for the host operation.
+  bool arrived(const void* data, size_t bytes) override;
+  bool arrived_all() override;
+  const std::vector<Range>& output_pieces() const override { return output_ranges_; }
+  void output_final(size_t piece, bool early) override;
   // Runs launch on the copy stream and records the event quiescent() waits for.
   void issue(const std::function<void(DeviceStream)>& launch);
   void copy_all(const std::vector<DeviceCopy>& copies, DeviceStream stream);
@@ -181,6 +200,10 @@ class DeviceOperation final : public Operation {
   const void* staged_send_ = nullptr;
   void* staged_recv_ = nullptr;
   uint64_t host_events_ = 0, host_bytes_ = 0;
+  bool pipeline_allowed_ = false, pipelined_ = false;
+  std::vector<Piece> in_pieces_, out_pieces_;
+  std::vector<Range> output_ranges_;
+  size_t early_pieces_ = 0;  // output pieces copied out while the host operation still had steps to run
 };
 
 // What a non-blocking device call's request waits for: the device operation's end (its copies included).
@@ -241,6 +264,15 @@ class DeviceProxy {
   // Quantized allreduces that compressed on the device (the others of device memory were staged).
   void count_compressed_on_device() { compressed_on_device_++; }
   uint64_t compressed_on_device() const { return compressed_on_device_.load(); }
+  // Staged calls whose copies ran in pieces around the host operation, and their output pieces copied out before
+  // it ended.
+  void count_pipelined(size_t early_pieces) {
+    pipelined_calls_++;
+    early_output_pieces_ += early_pieces;
+  }
+  uint64_t pipelined_calls() const { return pipelined_calls_.load(); }
+  bool pipelined_staging() const;  // BAGUA_PIPELINED_STAGING
+  uint64_t early_output_pieces() const { return early_output_pieces_.load(); }
   // Orders the operation on its stream (input event and gate, or for a request the input event only), starts it
   // and hands it to the proxy thread; `completion`, when given, learns its end. The sequence number is already
   // taken, so a failure here fails the communicator.
@@ -284,6 +316,7 @@ class DeviceProxy {
   std::mutex closes_mutex_;
   std::vector<std::pair<void*, int>> pending_closes_;
   std::atomic<uint64_t> in_host_through_ipc_{0}, in_host_staged_{0}, compressed_on_device_{0};
+  std::atomic<uint64_t> pipelined_calls_{0}, early_output_pieces_{0};
   std::thread thread_;
 };
 

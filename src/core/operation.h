@@ -58,6 +58,9 @@ class Operation {
   std::string mismatched_message(Transport& transport) const;
   // Stream-ordered on device memory (core/device_proxy.h): the call hands it to the communicator's proxy.
   virtual bool on_device() const { return false; }
+  // It follows core/staging_window.h when it runs on a device call's staging: its steps wait for the input pieces
+  // they touch, and it reports output pieces as they become final.
+  virtual bool pipelines_staging() const { return false; }
   // Whether the watchdog times it out when it makes no progress (not while it waits for the caller's stream).
   virtual bool watched() const { return true; }
 

@@ -1,8 +1,9 @@
 // The host stand-in for the CUDA runtime (BAGUA_DEVICE_STANDIN=1): "device memory" is host memory registered
 // here, each stream is a thread running its work in order, events and stream waits are flags. It runs the device
 // data path's protocol (ordering, release, failure, abort, IPC mappings) where no GPU is. Device 0 is its only
-// device; BAGUA_STANDIN_GPU names it (default "standin-gpu-0"), so that ranks can play different GPUs, and
-// BAGUA_STANDIN_IPC_FAILS=1 makes opening a peer's IPC handle fail.
+// device; BAGUA_STANDIN_GPU names it (default "standin-gpu-0"), so that ranks can play different GPUs,
+// BAGUA_STANDIN_IPC_FAILS=1 makes opening a peer's IPC handle fail, and BAGUA_STANDIN_COPY_US makes every copy take
+// at least that long (a step that read a staging piece before its copy arrived then reads stale bytes).
 // Device memory is a memfd per allocation, so a peer process maps it through /proc/<pid>/fd/<fd> as IPC would.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -137,7 +138,14 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     });
   }
   void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
-    stream_of(stream)->enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+    static const long delay_us = [] {
+      const char* text = env_get_nonempty("BAGUA_STANDIN_COPY_US");
+      return text ? std::max(0L, std::atol(text)) : 0L;
+    }();
+    stream_of(stream)->enqueue([dst, src, bytes] {
+      if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+      std::memcpy(dst, src, bytes);
+    });
   }
   DeviceStream create_stream(int) override { return new StandinStream; }
   void destroy_stream(DeviceStream) override {}  // its thread may still run; the object is leaked on purpose

@@ -23,6 +23,7 @@ const char* const kConfigNames[] = {"BAGUA_TIMEOUT",
                                     "BAGUA_INTER_HOST_GBPS",
                                     "BAGUA_QUANTIZED_MIN_BYTES",
                                     "BAGUA_QUANTIZED_ONE_ROUND_BYTES",
+                                    "BAGUA_PIPELINED_STAGING",
                                     "BAGUA_TRACE_SIZE",
                                     "BAGUA_TRACE_DIR",
                                     "BAGUA_RING_WINDOW"};

@@ -39,8 +39,8 @@ def main():
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     port = free_port_pair()
     env = {k: v for k, v in os.environ.items() if not k.startswith("BAGUA_") or k in (
-        "BAGUA_TIMEOUT", "BAGUA_QUANTIZED_MIN_BYTES", "BAGUA_QUANTIZED_ONE_ROUND_BYTES", "BAGUA_LIBRARY",
-        "BAGUA_LOG_LEVEL")}
+        "BAGUA_TIMEOUT", "BAGUA_QUANTIZED_MIN_BYTES", "BAGUA_QUANTIZED_ONE_ROUND_BYTES", "BAGUA_PIPELINED_STAGING",
+        "BAGUA_LIBRARY", "BAGUA_LOG_LEVEL")}
     env.update(WORLD_SIZE=str(args.n), LOCAL_WORLD_SIZE=str(args.n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     procs = [subprocess.Popen(command, env=dict(env, RANK=str(r), LOCAL_RANK=str(r))) for r in range(args.n)]
     deadline = time.monotonic() + args.timeout

@@ -90,8 +90,23 @@ bool RingAllreduce::complete_unit(Transport& transport, uint64_t unit) {
   return true;
 }
 
+void RingAllreduce::plan_staging(StagingWindow& window) {
+  staged_ = std::make_unique<StagedSteps>(window, total_units_);
+  const auto* send = static_cast<const uint8_t*>(args_.sendbuf);
+  const auto* recv = static_cast<const uint8_t*>(args_.recvbuf);
+  for (uint64_t unit = 0; unit < total_units_; ++unit) {
+    const UnitPlan p = plan(unit);
+    staged_->touch(unit, (unit < segments_ ? send : recv) + p.send_offset * elem_size_, p.send_count * elem_size_,
+                   false);
+    if (p.reduce) staged_->touch(unit, send + p.recv_offset * elem_size_, p.recv_count * elem_size_, false);
+    staged_->touch(unit, recv + p.recv_offset * elem_size_, p.recv_count * elem_size_, true);
+  }
+}
+
 void RingAllreduce::advance(Transport& transport) {
   if (!started_) {
+    StagingWindow* window = StagingWindow::current();
+    if (total_units_ == 0 && window && !window->arrived_all()) return;
     started_ = true;
     if (total_units_ == 0) {  // one rank: the reduction of one contribution
       if (args_.sendbuf != args_.recvbuf && args_.count > 0)
@@ -103,17 +118,19 @@ void RingAllreduce::advance(Transport& transport) {
     // A slot holds one segment; small messages need no more than their largest chunk.
     slot_elems_ = std::min(segment_elems_, ring::chunk_size(args_.count, args_.nranks, 0));
     scratch_.reset(new uint8_t[std::max<size_t>(1, slots_.size() * slot_elems_ * elem_size_)]);
+    if (window) plan_staging(*window);
   }
   for (;;) {
     bool moved = false;
     // Post while the window has room and the unit's data is ready (unit - segments_ is complete).
     while (next_post_ < total_units_ && next_post_ - head_ < slots_.size() &&
-           (next_post_ < segments_ || next_post_ - segments_ < head_)) {
+           (next_post_ < segments_ || next_post_ - segments_ < head_) && (!staged_ || staged_->arrived(next_post_))) {
       post_unit(transport, next_post_++);
       moved = true;
     }
     // Complete units in order.
     while (head_ < next_post_ && complete_unit(transport, head_)) {
+      if (staged_) staged_->finished(head_);
       ++head_;
       moved = true;
     }

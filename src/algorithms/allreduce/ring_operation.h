@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "algorithms/staged_steps.h"
 #include "core/operation.h"
 
 namespace bagua {
@@ -39,6 +40,8 @@ class RingAllreduce : public Operation {
  public:
   RingAllreduce(const RingAllreduceArgs& args, std::string description);
   void advance(Transport& transport) override;
+  // Steps: the units, which finish in order.
+  bool pipelines_staging() const override { return true; }
 
  private:
   struct Slot {
@@ -55,6 +58,7 @@ class RingAllreduce : public Operation {
 
   UnitPlan plan(uint64_t unit) const;
   void post_unit(Transport& transport, uint64_t unit);
+  void plan_staging(StagingWindow& window);
   bool complete_unit(Transport& transport, uint64_t unit);
 
   RingAllreduceArgs args_;
@@ -68,6 +72,7 @@ class RingAllreduce : public Operation {
   std::unique_ptr<uint8_t[]> scratch_;  // window slots of one segment each, left uninitialized
   size_t slot_elems_ = 0;
   bool started_ = false;
+  std::unique_ptr<StagedSteps> staged_;  // on a device call's pipelined staging
 };
 
 }  // namespace bagua
