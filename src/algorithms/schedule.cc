@@ -103,7 +103,7 @@ void ScheduleOp::plan_staging(StagingWindow& window) {
           staged_->touch(step, s.dst, s.count * elem, true);
           break;
         case LocalStep::Kind::kDivide: staged_->touch(step, s.dst, s.count * elem, true); break;
-        case LocalStep::Kind::kCall: staged_->touch_all(step); break;
+        case LocalStep::Kind::kCall: break;  // not pipelined (pipelines_staging)
       }
   };
   touch_steps(0, schedule_->prologue());
@@ -113,6 +113,7 @@ void ScheduleOp::plan_staging(StagingWindow& window) {
     touch_steps(r + 1, rounds[r].during);
     touch_steps(r + 1, rounds[r].after);
   }
+  staged_->release_unwritten();
 }
 
 std::string ScheduleOp::waiting_for() const {

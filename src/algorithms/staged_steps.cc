@@ -5,7 +5,7 @@
 namespace bagua {
 
 StagedSteps::StagedSteps(StagingWindow& window, size_t steps)
-    : window_(window), touched_(steps), touches_all_(steps, false), last_writer_(window.output_pieces().size(), -1) {}
+    : window_(window), touched_(steps), last_writer_(window.output_pieces().size(), -1) {}
 
 void StagedSteps::touch(size_t step, const void* data, size_t bytes, bool writes) {
   if (bytes == 0 || data == nullptr) return;
@@ -18,16 +18,15 @@ void StagedSteps::touch(size_t step, const void* data, size_t bytes, bool writes
       last_writer_[p] = std::max(last_writer_[p], static_cast<long>(step));
 }
 
-void StagedSteps::touch_all(size_t step) {
-  touches_all_[step] = true;
-  for (long& writer : last_writer_) writer = std::max(writer, static_cast<long>(step));
-}
-
 bool StagedSteps::arrived(size_t step) const {
-  if (touches_all_[step]) return window_.arrived_all();
   for (const StagingWindow::Range& r : touched_[step])
     if (!window_.arrived(r.data, r.bytes)) return false;
   return true;
+}
+
+void StagedSteps::release_unwritten() {
+  for (size_t p = 0; p < last_writer_.size(); ++p)
+    if (last_writer_[p] < 0) window_.output_final(p, true);
 }
 
 void StagedSteps::finished(size_t step) {

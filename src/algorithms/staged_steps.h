@@ -16,18 +16,17 @@ class StagedSteps {
   StagedSteps(StagingWindow& window, size_t steps);
   // Step `step` reads or writes [data, data + bytes); writes makes it a writer of the output pieces it overlaps.
   void touch(size_t step, const void* data, size_t bytes, bool writes);
-  // A step whose bytes are unknown (an opaque call): it waits for all input and writes every output piece.
-  void touch_all(size_t step);
   // Every input piece the step touches has been copied in.
   bool arrived(size_t step) const;
+  // After the last touch: the output pieces no step writes are final now.
+  void release_unwritten();
   // The step has finished: the output pieces whose last writer it is are final.
   void finished(size_t step);
 
  private:
   StagingWindow& window_;
   std::vector<std::vector<StagingWindow::Range>> touched_;
-  std::vector<bool> touches_all_;
-  std::vector<long> last_writer_;  // per output piece; -1: no step writes it (copied out at the end)
+  std::vector<long> last_writer_;  // per output piece; -1: no step writes it
 };
 
 }  // namespace bagua

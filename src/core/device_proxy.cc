@@ -237,10 +237,10 @@ void DeviceOperation::start_pipeline() {
   split(copies_in_, in_pieces_);
   split(copies_out_, out_pieces_);
   for (const Piece& p : out_pieces_) output_ranges_.push_back({static_cast<const uint8_t*>(p.copy.src), p.copy.bytes});
-  issue_pieces(in_pieces_, 0, in_pieces_.size());
+  issue_pieces(in_pieces_, 0, in_pieces_.size(), true);
 }
 
-void DeviceOperation::issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last) {
+void DeviceOperation::issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last, bool events) {
   DeviceStream copy_stream = proxy_.copy_stream(device_);
   DeviceRuntime& runtime = proxy_.runtime();
   copies_done_.reset();
@@ -251,7 +251,7 @@ void DeviceOperation::issue_pieces(std::vector<Piece>& pieces, size_t first, siz
       if (pieces[i].issued) continue;
       pieces[i].issued = true;
       runtime.copy_async(pieces[i].copy.dst, pieces[i].copy.src, pieces[i].copy.bytes, copy_stream);
-      pieces[i].done = runtime.record(copy_stream);
+      if (events) pieces[i].done = runtime.record(copy_stream);
     }
   } catch (...) {
     failure = std::current_exception();
@@ -269,7 +269,9 @@ bool DeviceOperation::arrived(const void* data, size_t bytes) {
     if (!(lo < piece + p.copy.bytes && piece < lo + bytes)) continue;
     if (!p.done || !p.done->done()) return false;  // throws when the copy failed
     p.arrived = true;
+    ++arrived_pieces_;
   }
+  overlapped_steps_ += arrived_pieces_ < in_pieces_.size() ? 1 : 0;
   return true;
 }
 
@@ -278,13 +280,14 @@ bool DeviceOperation::arrived_all() {
     if (p.arrived) continue;
     if (!p.done || !p.done->done()) return false;
     p.arrived = true;
+    ++arrived_pieces_;
   }
   return true;
 }
 
 void DeviceOperation::output_final(size_t piece, bool early) {
   if (piece >= out_pieces_.size() || out_pieces_[piece].issued) return;
-  issue_pieces(out_pieces_, piece, piece + 1);
+  issue_pieces(out_pieces_, piece, piece + 1, false);
   early_pieces_ += early ? 1 : 0;
 }
 
@@ -348,8 +351,8 @@ void DeviceOperation::advance(Transport& transport) {
       phase_ = Phase::kCopyOut;
       note_progress();
       if (pipelined_) {
-        proxy_.count_pipelined(early_pieces_);
-        issue_pieces(out_pieces_, 0, out_pieces_.size());  // those no step reported final
+        proxy_.count_pipelined(early_pieces_, overlapped_steps_);
+        issue_pieces(out_pieces_, 0, out_pieces_.size(), false);  // those no step reported final
       } else if (!deferred_ || copy_out_wanted_) {
         issue([this](DeviceStream s) { copy_all(copies_out_, s); });
       }

@@ -168,8 +168,8 @@ class DeviceOperation final : public Operation, private StagingWindow {
   };
   // Pipelined staging: splits the copies into pieces and issues the input's.
   void start_pipeline();
-  // Issues the copies of the pieces in [first, last) not issued yet, an event after each.
-  void issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last);
+  // Issues the copies of the pieces in [first, last) not issued yet (with events: an event after each).
+  void issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last, bool events);
   // StagingWindow, for the host operation.
   bool arrived(const void* data, size_t bytes) override;
   bool arrived_all() override;
@@ -204,6 +204,8 @@ class DeviceOperation final : public Operation, private StagingWindow {
   std::vector<Piece> in_pieces_, out_pieces_;
   std::vector<Range> output_ranges_;
   size_t early_pieces_ = 0;  // output pieces copied out while the host operation still had steps to run
+  size_t arrived_pieces_ = 0;
+  size_t overlapped_steps_ = 0;  // steps that started while input pieces were still on their way
 };
 
 // What a non-blocking device call's request waits for: the device operation's end (its copies included).
@@ -264,15 +266,17 @@ class DeviceProxy {
   // Quantized allreduces that compressed on the device (the others of device memory were staged).
   void count_compressed_on_device() { compressed_on_device_++; }
   uint64_t compressed_on_device() const { return compressed_on_device_.load(); }
-  // Staged calls whose copies ran in pieces around the host operation, and their output pieces copied out before
-  // it ended.
-  void count_pipelined(size_t early_pieces) {
+  // Staged calls whose copies ran in pieces around the host operation, their output pieces copied out while steps
+  // were still to run, and their steps that started while input pieces were still on their way.
+  void count_pipelined(size_t early_pieces, size_t overlapped_steps) {
     pipelined_calls_++;
     early_output_pieces_ += early_pieces;
+    overlapped_steps_ += overlapped_steps;
   }
   uint64_t pipelined_calls() const { return pipelined_calls_.load(); }
-  bool pipelined_staging() const;  // BAGUA_PIPELINED_STAGING
   uint64_t early_output_pieces() const { return early_output_pieces_.load(); }
+  uint64_t overlapped_steps() const { return overlapped_steps_.load(); }
+  bool pipelined_staging() const;  // BAGUA_PIPELINED_STAGING
   // Orders the operation on its stream (input event and gate, or for a request the input event only), starts it
   // and hands it to the proxy thread; `completion`, when given, learns its end. The sequence number is already
   // taken, so a failure here fails the communicator.
@@ -316,7 +320,7 @@ class DeviceProxy {
   std::mutex closes_mutex_;
   std::vector<std::pair<void*, int>> pending_closes_;
   std::atomic<uint64_t> in_host_through_ipc_{0}, in_host_staged_{0}, compressed_on_device_{0};
-  std::atomic<uint64_t> pipelined_calls_{0}, early_output_pieces_{0};
+  std::atomic<uint64_t> pipelined_calls_{0}, early_output_pieces_{0}, overlapped_steps_{0};
   std::thread thread_;
 };
 

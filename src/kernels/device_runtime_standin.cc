@@ -143,8 +143,15 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
       return text ? std::max(0L, std::atol(text)) : 0L;
     }();
     stream_of(stream)->enqueue([dst, src, bytes] {
-      if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
-      std::memcpy(dst, src, bytes);
+      if (delay_us == 0) {
+        std::memcpy(dst, src, bytes);
+        return;
+      }
+      // Slow: the source is read when the copy starts and the destination written when it ends, so that both a
+      // read of the destination too early and a write of the source after the copy began show.
+      std::vector<uint8_t> held(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + bytes);
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+      std::memcpy(dst, held.data(), bytes);
     });
   }
   DeviceStream create_stream(int) override { return new StandinStream; }

@@ -21,9 +21,10 @@
 //              makes every rank stage; every other collective through its peer_memory algorithm, exact, the same way;
 //              more buffers than BAGUA_IPC_CACHE_ENTRIES (run with 2) are remapped after eviction
 //   pipelined  staged calls of 4 MiB and more between logical hosts, with slow copies (BAGUA_STANDIN_COPY_US): each
-//              copies its input in and its output out in pieces around the host algorithm (counted, and some output
-//              pieces leave before the algorithm ends), exact: allreduce in and out of place, allgather,
-//              reduce-scatter, broadcast
+//              copies its input in and its output out in pieces around the host algorithm (counted; each allreduce
+//              starts steps before its input is all there and copies pieces out before its last step), exact:
+//              allreduce in and out of place and averaged, allgather, reduce-scatter, broadcast; with
+//              BAGUA_PIPELINED_STAGING=0, none is pipelined
 // Without bagua-run:
 //   threads    ranks as threads: two ranks on one stream are refused; a stream each works
 //   capture    a stream being captured into a CUDA graph is refused with no side effect (stand-in only)
@@ -1106,21 +1107,42 @@ int turn(bagua_comm_t comm) {
 int pipelined(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
   DeviceProxy& proxy = comm->impl->device_proxy();
-  const uint64_t early_before = proxy.early_output_pieces();
-  uint64_t calls = proxy.pipelined_calls();
-  auto expect_pipelined = [&](const char* what) {
-    if (proxy.pipelined_calls() != calls + 1) std::printf("rank %d: the %s was not pipelined\n", g_rank, what);
-    MP_CHECK(proxy.pipelined_calls() == calls + 1);
-    calls = proxy.pipelined_calls();
+  // With BAGUA_PIPELINED_STAGING=0 no call is pipelined. Otherwise each is, and the allreduces (the ring or the
+  // rail) also start steps before all their input is there and copy output pieces out before their last step.
+  const bool on = proxy.pipelined_staging();
+  uint64_t calls = proxy.pipelined_calls(), early = proxy.early_output_pieces(), overlapped = proxy.overlapped_steps();
+  const uint64_t early_before = early;
+  auto expect_pipelined = [&](const char* what, bool overlaps) {
+    const uint64_t more_calls = proxy.pipelined_calls() - calls, more_early = proxy.early_output_pieces() - early,
+                   more_overlapped = proxy.overlapped_steps() - overlapped;
+    if (more_calls != (on ? 1u : 0u) || (on && overlaps && (more_early == 0 || more_overlapped == 0)))
+      std::printf("rank %d: %s: %llu pipelined, %llu pieces out early, %llu steps overlapped\n", g_rank, what,
+                  static_cast<unsigned long long>(more_calls), static_cast<unsigned long long>(more_early),
+                  static_cast<unsigned long long>(more_overlapped));
+    MP_CHECK(more_calls == (on ? 1u : 0u));
+    if (on && overlaps) MP_CHECK(more_early > 0 && more_overlapped > 0);
+    calls += more_calls;
+    early += more_early;
+    overlapped += more_overlapped;
   };
   const auto start = Clock::now();
   const size_t count = (12 << 20) / sizeof(int64_t) + 3;  // 12 MiB and a little: a short last piece
   DevBuf a(count), out(count);
   for (int salt = 0; salt < 2; ++salt) {
     exact_allreduce(comm, stream, a, nullptr, salt);  // in place
-    expect_pipelined("allreduce in place");
+    expect_pipelined("allreduce in place", true);
     exact_allreduce(comm, stream, a, &out, salt + 2);
-    expect_pipelined("allreduce out of place");
+    expect_pipelined("allreduce out of place", true);
+  }
+  {  // average (the division in the last steps), int64: truncated toward zero
+    for (size_t i = 0; i < count; ++i) a.host[i] = static_cast<int64_t>(i % 1009) * 5 + g_rank;
+    a.upload(stream);
+    MP_OK(bagua_allreduce(a.dev, a.dev, count, BAGUA_INT64, BAGUA_AVG, comm, stream));
+    a.download(stream);
+    sync(stream);
+    for (size_t i = 0; i < count; ++i)
+      MP_CHECK(a.host[i] == (static_cast<int64_t>(i % 1009) * 5 * g_size + rank_sum()) / g_size);
+    expect_pipelined("average", true);
   }
   const int n = g_size, me = g_rank;
   {  // allgather of 12 MiB per rank
@@ -1133,7 +1155,7 @@ int pipelined(bagua_comm_t comm) {
     sync(stream);
     for (int p = 0; p < n; ++p)
       for (size_t i = 0; i < c; ++i) MP_CHECK(all.host[p * c + i] == value(p, i));
-    expect_pipelined("allgather");
+    expect_pipelined("allgather", false);
   }
   {  // reduce-scatter of 5 MB blocks
     const size_t c = 5000000 / sizeof(int64_t);
@@ -1144,7 +1166,7 @@ int pipelined(bagua_comm_t comm) {
     block.download(stream);
     sync(stream);
     for (size_t i = 0; i < c; ++i) MP_CHECK(block.host[i] == value_sum(me * c + i));
-    expect_pipelined("reduce-scatter");
+    expect_pipelined("reduce-scatter", false);
   }
   {  // broadcast of 12 MiB from the last rank
     DevBuf b(count);
@@ -1154,13 +1176,14 @@ int pipelined(bagua_comm_t comm) {
     b.download(stream);
     sync(stream);
     for (size_t i = 0; i < count; ++i) MP_CHECK(b.host[i] == value(n - 1, i));
-    expect_pipelined("broadcast");
+    expect_pipelined("broadcast", false);
   }
-  const uint64_t early = proxy.early_output_pieces() - early_before;
-  MP_CHECK(early > 0);
   if (g_rank == 0)
-    std::printf("pipelined: 7 staged calls exact in %.2f s, every one in pieces, %llu output pieces out early\n",
-                since(start), static_cast<unsigned long long>(early));
+    std::printf(
+        "pipelined (%s): 8 staged calls exact in %.2f s, %llu output pieces out early, %llu steps overlapped "
+        "the input's copy\n",
+        on ? "on" : "off", since(start), static_cast<unsigned long long>(early - early_before),
+        static_cast<unsigned long long>(overlapped));
   g_rt->destroy_stream(stream);
   return 0;
 }

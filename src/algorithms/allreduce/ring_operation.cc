@@ -101,12 +101,18 @@ void RingAllreduce::plan_staging(StagingWindow& window) {
     if (p.reduce) staged_->touch(unit, send + p.recv_offset * elem_size_, p.recv_count * elem_size_, false);
     staged_->touch(unit, recv + p.recv_offset * elem_size_, p.recv_count * elem_size_, true);
   }
+  staged_->release_unwritten();
+}
+
+std::string RingAllreduce::waiting_for() const {
+  return awaiting_input_ ? "the copy of its input from device memory" : Operation::waiting_for();
 }
 
 void RingAllreduce::advance(Transport& transport) {
   if (!started_) {
     StagingWindow* window = StagingWindow::current();
-    if (total_units_ == 0 && window && !window->arrived_all()) return;
+    awaiting_input_ = total_units_ == 0 && window && !window->arrived_all();
+    if (awaiting_input_) return;
     started_ = true;
     if (total_units_ == 0) {  // one rank: the reduction of one contribution
       if (args_.sendbuf != args_.recvbuf && args_.count > 0)
@@ -123,8 +129,11 @@ void RingAllreduce::advance(Transport& transport) {
   for (;;) {
     bool moved = false;
     // Post while the window has room and the unit's data is ready (unit - segments_ is complete).
+    awaiting_input_ = false;
     while (next_post_ < total_units_ && next_post_ - head_ < slots_.size() &&
-           (next_post_ < segments_ || next_post_ - segments_ < head_) && (!staged_ || staged_->arrived(next_post_))) {
+           (next_post_ < segments_ || next_post_ - segments_ < head_)) {
+      awaiting_input_ = staged_ && !staged_->arrived(next_post_);
+      if (awaiting_input_) break;
       post_unit(transport, next_post_++);
       moved = true;
     }

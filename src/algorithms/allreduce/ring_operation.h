@@ -42,6 +42,7 @@ class RingAllreduce : public Operation {
   void advance(Transport& transport) override;
   // Steps: the units, which finish in order.
   bool pipelines_staging() const override { return true; }
+  std::string waiting_for() const override;
 
  private:
   struct Slot {
@@ -73,6 +74,7 @@ class RingAllreduce : public Operation {
   size_t slot_elems_ = 0;
   bool started_ = false;
   std::unique_ptr<StagedSteps> staged_;  // on a device call's pipelined staging
+  bool awaiting_input_ = false;
 };
 
 }  // namespace bagua
