@@ -18,11 +18,7 @@ void StagedSteps::touch(size_t step, const void* data, size_t bytes, bool writes
       last_writer_[p] = std::max(last_writer_[p], static_cast<long>(step));
 }
 
-bool StagedSteps::arrived(size_t step) const {
-  for (const StagingWindow::Range& r : touched_[step])
-    if (!window_.arrived(r.data, r.bytes)) return false;
-  return true;
-}
+bool StagedSteps::arrived(size_t step) const { return window_.arrived(touched_[step]); }
 
 void StagedSteps::release_unwritten() {
   for (size_t p = 0; p < last_writer_.size(); ++p)

@@ -261,17 +261,17 @@ void DeviceOperation::issue_pieces(std::vector<Piece>& pieces, size_t first, siz
   if (failure) std::rethrow_exception(failure);
 }
 
-bool DeviceOperation::arrived(const void* data, size_t bytes) {
-  const auto* lo = static_cast<const uint8_t*>(data);
-  for (Piece& p : in_pieces_) {
-    if (p.arrived) continue;
-    const auto* piece = static_cast<const uint8_t*>(p.copy.dst);
-    if (!(lo < piece + p.copy.bytes && piece < lo + bytes)) continue;
-    if (!p.done || !p.done->done()) return false;  // throws when the copy failed
-    p.arrived = true;
-    ++arrived_pieces_;
-  }
-  overlapped_steps_ += arrived_pieces_ < in_pieces_.size() ? 1 : 0;
+bool DeviceOperation::arrived(const std::vector<Range>& ranges) {
+  for (const Range& r : ranges)
+    for (Piece& p : in_pieces_) {
+      if (p.arrived) continue;
+      const auto* piece = static_cast<const uint8_t*>(p.copy.dst);
+      if (!(r.data < piece + p.copy.bytes && piece < r.data + r.bytes)) continue;
+      if (!p.done || !p.done->done()) return false;  // throws when the copy failed
+      p.arrived = true;
+      ++arrived_pieces_;
+    }
+  overlapped_steps_ += arrived_pieces_ < in_pieces_.size() ? 1 : 0;  // one step, starting before all input is in
   return true;
 }
 

@@ -171,7 +171,7 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // Issues the copies of the pieces in [first, last) not issued yet (with events: an event after each).
   void issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last, bool events);
   // StagingWindow, for the host operation.
-  bool arrived(const void* data, size_t bytes) override;
+  bool arrived(const std::vector<Range>& ranges) override;
   bool arrived_all() override;
   const std::vector<Range>& output_pieces() const override { return output_ranges_; }
   void output_final(size_t piece, bool early) override;

@@ -18,8 +18,8 @@ class StagingWindow {
     size_t bytes;
   };
   virtual ~StagingWindow() = default;
-  // Every input piece that overlaps [data, data + bytes) has been copied in.
-  virtual bool arrived(const void* data, size_t bytes) = 0;
+  // Every input piece that overlaps one of the ranges (one step's) has been copied in.
+  virtual bool arrived(const std::vector<Range>& ranges) = 0;
   virtual bool arrived_all() = 0;
   // The staging ranges that are copied out, one piece each; output_final starts a piece's copy (early: steps that
   // write other pieces are still to run).
