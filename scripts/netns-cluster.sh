@@ -203,6 +203,11 @@ case "$cmd" in
     [ "$hosts" -ge 1 ] && [ $# -ge 1 ] || usage
     probe
     owned=0
+    # State left by a run that was killed, whose namespaces are gone: forget it rather than run in nothing.
+    if [ -s "$STATE_DIR/prefix" ] && ! ip netns list | grep -q "^$(cat "$STATE_DIR/prefix")h0"; then
+      echo "netns-cluster: the cluster $(cat "$STATE_DIR/prefix") in $STATE_DIR is gone; starting a new one"
+      cluster_down
+    fi
     if [ ! -s "$STATE_DIR/prefix" ]; then
       trap 'cluster_down' EXIT
       trap 'exit 130' INT TERM
