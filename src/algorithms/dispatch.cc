@@ -216,17 +216,9 @@ std::unique_ptr<DeviceOperation> prepare_device_operation(Comm& comm, bagua_opki
                                                           size_t staging_bytes) {
   DeviceProxy& proxy = comm.device_proxy();
   proxy.check_stream(stream);
+  // Room only: the block is allocated, or an idle one taken, when the operation starts (take_staging).
   return std::make_unique<DeviceOperation>(kind, proxy, stream, device, proxy.lease(staging_bytes));
 }
-
-// Staging for a call's two buffers: input copied in once the stream reaches the call, output copied back when
-// the host operation ends. In-place calls stage the union of both buffers, so the host operation sees the same
-// in-place layout. copy_recv_in: the output buffer's old contents matter (alltoallv writes only its blocks).
-struct StagedBuffers {
-  std::unique_ptr<DeviceOperation> op;
-  const void* sendbuf = nullptr;
-  void* recvbuf = nullptr;
-};
 
 // How a call's buffers sit in its staging: in place, the union of both; else the send buffer, then the receive one.
 struct StagingLayout {
@@ -249,39 +241,37 @@ StagingLayout staging_layout(const void* sendbuf, size_t se, const void* recvbuf
   return l;
 }
 
-// Registers the copies of a call's buffers on op's staging and returns the staged buffers.
-StagedBuffers lay_out_staging(DeviceOperation& op, const StagingLayout& l, const void* sendbuf, size_t se,
-                              void* recvbuf, size_t re, bool copy_recv_in) {
+// Registers the copies of a call's buffers on op's staging and the staged buffers: input copied in once the stream
+// reaches the call, output copied back when the host operation ends. In-place calls stage the union of both buffers,
+// so the host operation sees the same in-place layout. copy_recv_in: the output buffer's old contents matter
+// (alltoallv writes only its blocks).
+void lay_out_staging(DeviceOperation& op, const StagingLayout& l, const void* sendbuf, size_t se, void* recvbuf,
+                     size_t re, bool copy_recv_in) {
   const auto* send = static_cast<const uint8_t*>(sendbuf);
   auto* recv = static_cast<uint8_t*>(recvbuf);
   uint8_t* stage = op.staging();
-  StagedBuffers staged;
   if (l.lo != nullptr) {
-    staged.sendbuf = stage + (send - l.lo);
-    staged.recvbuf = stage + (recv - l.lo);
     op.copy_in(stage, l.lo, l.bytes);
-    op.copy_out(recv, staged.recvbuf, re);
-    return staged;
+    op.copy_out(recv, stage + (recv - l.lo), re);
+    op.set_staged_buffers(stage + (send - l.lo), stage + (recv - l.lo));
+    return;
   }
-  if (se) {
-    staged.sendbuf = stage;
-    op.copy_in(stage, send, se);
-  }
-  if (re) {
-    staged.recvbuf = stage + l.send_slot;
-    if (copy_recv_in) op.copy_in(staged.recvbuf, recv, re);
-    op.copy_out(recv, staged.recvbuf, re);
-  }
-  return staged;
+  if (se) op.copy_in(stage, send, se);
+  if (re && copy_recv_in) op.copy_in(stage + l.send_slot, recv, re);
+  if (re) op.copy_out(recv, stage + l.send_slot, re);
+  op.set_staged_buffers(se ? stage : nullptr, re ? stage + l.send_slot : nullptr);
 }
 
-StagedBuffers stage_buffers(Comm& comm, bagua_opkind_t kind, void* stream, int device, const void* sendbuf,
-                            size_t send_extent, void* recvbuf, size_t recv_extent, bool copy_recv_in) {
+// A device operation whose staging holds the call's buffers once it starts (staged_send(), staged_recv()).
+std::unique_ptr<DeviceOperation> stage_buffers(Comm& comm, bagua_opkind_t kind, void* stream, int device,
+                                               const void* sendbuf, size_t send_extent, void* recvbuf,
+                                               size_t recv_extent, bool copy_recv_in) {
   const StagingLayout layout = staging_layout(sendbuf, send_extent, recvbuf, recv_extent);
   std::unique_ptr<DeviceOperation> op = prepare_device_operation(comm, kind, stream, device, layout.bytes);
-  StagedBuffers staged = lay_out_staging(*op, layout, sendbuf, send_extent, recvbuf, recv_extent, copy_recv_in);
-  staged.op = std::move(op);
-  return staged;
+  op->lay_out_staging_at_start([=](DeviceOperation& self) {
+    lay_out_staging(self, layout, sendbuf, send_extent, recvbuf, recv_extent, copy_recv_in);
+  });
+  return op;
 }
 
 // A call that an in-host device algorithm runs (AlgorithmEntry::build_on_device): staging is allocated and laid out
@@ -293,12 +283,11 @@ std::unique_ptr<Operation> make_device_collective_in_host(Comm& comm, const Coll
   const StagingLayout layout = staging_layout(args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent);
   // Room for the staging, kept in call order as every call's staging is; allocated only if the ranks stage.
   auto op = std::make_unique<DeviceOperation>(opkind_of(args.collective), proxy, args.stream, args.device,
-                                              proxy.lease(layout.bytes, true, false));
+                                              proxy.lease(layout.bytes));
   op->set_algorithm(collective_name(args.collective), algorithm->name);
   op->defer_staging([layout, args](DeviceOperation& self) {
-    StagedBuffers staged = lay_out_staging(self, layout, args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent,
-                                           args.collective == Collective::kAlltoallv);
-    self.set_staged_buffers(staged.sendbuf, staged.recvbuf);
+    lay_out_staging(self, layout, args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent,
+                    args.collective == Collective::kAlltoallv);
   });
   // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
   ScheduleContext ctx = collective_context(comm, args, algorithm);
@@ -317,23 +306,22 @@ std::unique_ptr<Operation> make_device_collective_in_host(Comm& comm, const Coll
 // The collective on staging memory.
 std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveArgs& args, Algorithm algorithm,
                                                   const char* suffix) {
-  StagedBuffers staged =
+  std::unique_ptr<DeviceOperation> op =
       stage_buffers(comm, opkind_of(args.collective), args.stream, args.device, args.sendbuf, args.send_extent,
                     args.recvbuf, args.recv_extent, args.collective == Collective::kAlltoallv);
-  std::unique_ptr<DeviceOperation> op = std::move(staged.op);
   op->set_algorithm(collective_name(args.collective), algorithm->name);  // the operation the engine retires
   op->allow_pipelined_staging();
   CollectiveArgs host = args;
   host.on_device = false;
   host.stream = nullptr;
-  host.sendbuf = staged.sendbuf;
-  host.recvbuf = staged.recvbuf;
   // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
   ScheduleContext ctx = collective_context(comm, args, algorithm);
   std::string description = fmt::format("{} #{} ({} x {}, {}, device{})", collective_name(args.collective),
                                         ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
   op->set_host_operation(
-      [algorithm, host, ctx, description, counts = AlltoallvCounts(args, comm.size())]() mutable {
+      [algorithm, host, ctx, description, device = op.get(), counts = AlltoallvCounts(args, comm.size())]() mutable {
+        host.sendbuf = device->staged_send();
+        host.recvbuf = device->staged_recv();
         counts.point(host);
         return algorithm->build(host, ctx, description);
       },
@@ -390,15 +378,15 @@ std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kin
                                                   void* stream, TagKind tag_kind, bagua_datatype_t dtype,
                                                   bagua_redop_t op, CallDetails details, const char* name,
                                                   RelaxationBuilder build) {
-  StagedBuffers staged = stage_buffers(comm, kind, stream, buffers.device, buffers.sendbuf, buffers.bytes,
-                                       buffers.recvbuf, buffers.bytes, false);
+  std::unique_ptr<DeviceOperation> staged = stage_buffers(comm, kind, stream, buffers.device, buffers.sendbuf,
+                                                          buffers.bytes, buffers.recvbuf, buffers.bytes, false);
   // Nothing can fail from here on: the sequence number is taken in call order.
   ScheduleContext ctx = make_context(comm, tag_kind, dtype, op, details);
   std::string description = fmt::format("{} #{} ({} bytes, device)", name, ctx.sequence, buffers.bytes);
-  staged.op->set_host_operation(
-      [build = std::move(build), send = staged.sendbuf, recv = staged.recvbuf, ctx] { return build(send, recv, ctx); },
-      description);
-  return std::move(staged.op);
+  staged->set_host_operation([build = std::move(build), device = staged.get(),
+                              ctx] { return build(device->staged_send(), device->staged_recv(), ctx); },
+                             description);
+  return staged;
 }
 
 std::unique_ptr<Operation> make_device_computed_relaxation(Comm& comm, bagua_opkind_t kind,
@@ -435,11 +423,13 @@ std::unique_ptr<Operation> make_p2p(Comm& comm, void* buf, size_t count, bagua_d
   if (memory.on_device()) {
     device_op =
         prepare_device_operation(comm, kSend ? BAGUA_OPKIND_SEND : BAGUA_OPKIND_RECV, stream, memory.device(), bytes);
-    if constexpr (kSend)
-      device_op->copy_in(device_op->staging(), buf, bytes);
-    else
-      device_op->copy_out(buf, device_op->staging(), bytes);
-    buf = device_op->staging();
+    device_op->lay_out_staging_at_start([buf, bytes](DeviceOperation& self) {
+      if constexpr (kSend)
+        self.copy_in(self.staging(), buf, bytes);
+      else
+        self.copy_out(buf, self.staging(), bytes);
+      self.set_staged_buffers(self.staging(), self.staging());
+    });
   }
   uint64_t seq = kSend ? comm.next_send_sequence(peer) : comm.next_recv_sequence(peer);
   const bool fingerprints = comm.config().fingerprints;
@@ -450,11 +440,12 @@ std::unique_ptr<Operation> make_p2p(Comm& comm, void* buf, size_t count, bagua_d
   std::string description =
       kSend ? fmt::format("send #{} of {} x {} to rank {}", seq, count, datatype_name(dtype), peer)
             : fmt::format("receive #{} of {} x {} from rank {}", seq, count, datatype_name(dtype), peer);
-  auto build = [=]() -> std::unique_ptr<Operation> {
+  auto build = [=, device = device_op.get()]() -> std::unique_ptr<Operation> {
+    void* buf_now = device ? device->staged_recv() : buf;  // on device memory: the staging
     if constexpr (kSend)
-      return std::make_unique<SendOp>(buf, bytes, peer, tag, description);
+      return std::make_unique<SendOp>(buf_now, bytes, peer, tag, description);
     else
-      return std::make_unique<RecvOp>(buf, bytes, peer, tag, unmatched_bits, description);
+      return std::make_unique<RecvOp>(buf_now, bytes, peer, tag, unmatched_bits, description);
   };
   if (!device_op) return build();
   device_op->set_host_operation(build, description + " on device");

@@ -157,7 +157,7 @@ DeviceOperation::~DeviceOperation() {
 
 void DeviceOperation::take_device_scratch(size_t bytes) {
   if (bytes == 0) return;
-  device_room_ = proxy_.lease(bytes, true, false, false);  // room only: the memory is the device's, not pinned
+  device_room_ = proxy_.lease(bytes, false);  // room only: the memory is the device's, not pinned
   void* p = nullptr;
   try {
     p = proxy_.runtime().alloc_device_async(bytes, proxy_.copy_stream(device_));
@@ -297,8 +297,8 @@ void DeviceOperation::defer_staging(std::function<void(DeviceOperation&)> lay_ou
 }
 
 void DeviceOperation::take_staging() {
+  proxy_.fill(staging_);  // (the lease may hold a block already)
   if (!lay_out_) return;
-  proxy_.fill(staging_);  // (the lease may hold an idle block already)
   auto lay_out = std::move(lay_out_);
   lay_out_ = nullptr;
   lay_out(*this);
@@ -317,6 +317,7 @@ void DeviceOperation::advance(Transport& transport) {
       if (!input_ready_->done()) return;
       phase_ = Phase::kCopyIn;
       note_progress();
+      if (!deferred_) take_staging();
       size_t in_bytes = 0, out_bytes = 0;
       for (const DeviceCopy& c : copies_in_) in_bytes += c.bytes;
       for (const DeviceCopy& c : copies_out_) out_bytes += c.bytes;
@@ -437,48 +438,29 @@ size_t DeviceProxy::check_staging_limit(size_t bytes) const {
   return bytes;
 }
 
-StagingLease DeviceProxy::lease(size_t bytes, bool wait, bool allocate, bool reuse_idle) {
+StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
   bytes = check_staging_limit(bytes);
   const size_t limit = comm_.config().device_memory_limit;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    auto it = free_blocks_.lower_bound(bytes);
-    if (reuse_idle && it != free_blocks_.end() && it->first <= 2 * bytes) {
-      StagingLease lease(this, it->second, it->first);
-      leased_bytes_ += it->first;
-      free_blocks_.erase(it);
-      return lease;
-    }
-    if (pool_bytes_ + kept_bytes_ + bytes <= limit && !allocate) {
+    if (pool_bytes_ + kept_bytes_ + bytes <= limit) {
       kept_bytes_ += bytes;
       leased_bytes_ += bytes;
       return StagingLease(this, nullptr, bytes);
     }
-    if (pool_bytes_ + kept_bytes_ + bytes <= limit) {
-      pool_bytes_ += bytes;  // reserved while allocating outside the lock
-      lock.unlock();
-      void* p = nullptr;
-      try {
-        p = runtime_.alloc_mapped(bytes);
-      } catch (...) {
-        lock.lock();
-        pool_bytes_ -= bytes;
-        throw;
-      }
-      lock.lock();
-      if (p == nullptr) {
-        pool_bytes_ -= bytes;
-        fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate {} bytes of pinned staging memory", bytes);
-      }
-      leased_bytes_ += bytes;
-      return StagingLease(this, p, bytes);
-    }
     const bool idle_blocks = !free_blocks_.empty();
     if (idle_blocks && g_parked_gates.load() == 0) {
-      // Idle blocks of other sizes fill the limit and no stream of the process waits on a gate: free them
-      // (outside the lock; freeing pinned memory waits for the device). Leases of calls in an open group do not
-      // stand in the way: their streams are parked only when the group ends.
+      // Nothing in flight will start and take the idle blocks (no stream of the process waits on a gate): one that
+      // fits is this call's; else they are freed (outside the lock; freeing pinned memory waits for the device).
+      // Leases of calls in an open group do not stand in the way: their streams are parked only when the group ends.
+      auto it = free_blocks_.lower_bound(bytes);
+      if (reuse_idle && it != free_blocks_.end() && it->first <= 2 * bytes) {
+        StagingLease lease(this, it->second, it->first);
+        leased_bytes_ += it->first;
+        free_blocks_.erase(it);
+        return lease;
+      }
       std::vector<void*> victims;
       for (auto& [size, ptr] : free_blocks_) {
         victims.push_back(ptr);
@@ -490,13 +472,13 @@ StagingLease DeviceProxy::lease(size_t bytes, bool wait, bool allocate, bool reu
       lock.lock();
       continue;
     }
-    if (!wait) return StagingLease();
     if (submitted_bytes_ == 0 && !idle_blocks)
       fail(BAGUA_ERR_SYSTEM,
            "a device call needs {} bytes of staging memory, but calls not yet enqueued (in an open group) hold {} "
            "of BAGUA_DEVICE_MEMORY_LIMIT = {} bytes",
            bytes, leased_bytes_, limit);
-    // Our operations hand staging back with a notification; other communicators' gates are polled.
+    // Operations that start take idle blocks (fill) and hand staging back, with a notification; other
+    // communicators' gates are polled.
     const auto wake =
         idle_blocks ? std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(10)) : deadline;
     changed_.wait_until(lock, wake);
@@ -513,6 +495,18 @@ void DeviceProxy::fill(StagingLease& lease) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     kept_bytes_ -= lease.bytes_;
+    changed_.notify_all();
+    auto it = free_blocks_.lower_bound(lease.bytes_);
+    if (it != free_blocks_.end() && it->first <= 2 * lease.bytes_) {
+      // An idle block instead of the room; the operation (submitted) now holds the block's size.
+      const size_t grown = it->first - lease.bytes_;
+      leased_bytes_ += grown;
+      submitted_bytes_ += grown;
+      lease.ptr_ = it->second;
+      lease.bytes_ = it->first;
+      free_blocks_.erase(it);
+      return;
+    }
     pool_bytes_ += lease.bytes_;  // within the limit: the room was kept
   }
   void* p = nullptr;

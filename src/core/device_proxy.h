@@ -116,13 +116,18 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // The host operation on the staging memory, built once the input is there; the sequence number is already taken.
   void set_host_operation(std::function<std::unique_ptr<Operation>()> build, std::string description);
 
+  // Staging is leased at the call as room under the limit (in call order) and allocated, or taken from the pool's
+  // idle blocks, when the operation starts: lay_out then registers the copies and staged buffers on staging(). So
+  // calls queued on a stream share a few blocks instead of each allocating its own.
+  void lay_out_staging_at_start(std::function<void(DeviceOperation&)> lay_out) { lay_out_ = std::move(lay_out); }
   // An in-host device algorithm (algorithms/peer_memory) decides at run time whether to stage: the operation is
   // made with a lease that holds only room (granted at the call, in call order, like any call's staging), the host
   // operation is built as soon as the input is ready, and the staging is allocated, laid out (lay_out registers the
   // copies and staged buffers on staging()) and copied only when it asks.
   void defer_staging(std::function<void(DeviceOperation&)> lay_out);
   // For that host operation, on the proxy thread: allocate (the room is kept: no wait) and lay out the staging. Then
-  // copy the input in (staged_in() tells when it is there) and the output back at the end.
+  // copy the input in (staged_in() tells when it is there) and the output back at the end. (Every other operation
+  // takes its staging this way when it starts.)
   void take_staging();
   // It will not stage: the room goes back to other calls now.
   void release_staging();
@@ -227,13 +232,14 @@ class DeviceProxy {
   // Refuses a stream that is being captured, or that another rank of this communicator in this process has work
   // on (thread ranks need a stream each). No side effect.
   void check_stream(DeviceStream stream) const;
-  // A staging block of `bytes`; waits for submitted operations to return theirs, up to the timeout. wait = false
-  // (the proxy thread): an empty lease instead of waiting. allocate = false: where no idle block fits, only room
-  // under the limit, kept for this lease until fill() allocates it (so leases are granted in call order even when
-  // the memory is allocated later, or never).
-  // reuse_idle = false: never an idle block either (room for memory that is not pinned staging).
-  StagingLease lease(size_t bytes, bool wait = true, bool allocate = true, bool reuse_idle = true);
-  // Allocates the block of a lease that holds only room (never waits: the room is kept). Throws when out of memory.
+  // Room for `bytes` of staging under BAGUA_DEVICE_MEMORY_LIMIT, kept for the lease until fill() gives it a block
+  // when its operation starts (so leases are granted in call order, and calls queued on a stream share the pool's
+  // idle blocks). Waits for operations in flight to start or hand theirs back, up to the timeout. With nothing in
+  // flight, an idle block that fits is the lease's at once (reuse_idle = false: never; room for memory that is not
+  // pinned staging).
+  StagingLease lease(size_t bytes, bool reuse_idle = true);
+  // Gives a lease that holds only room a block (never waits: the room is kept): an idle one of up to twice the size,
+  // else a new one. For submitted operations only (the block's size counts as theirs). Throws when out of memory.
   void fill(StagingLease& lease);
   // Throws when `bytes` of staging exceed BAGUA_DEVICE_MEMORY_LIMIT; else the size a lease of it takes.
   size_t check_staging_limit(size_t bytes) const;

@@ -1178,6 +1178,27 @@ int pipelined(bagua_comm_t comm) {
     for (size_t i = 0; i < count; ++i) MP_CHECK(b.host[i] == value(n - 1, i));
     expect_pipelined("broadcast", false);
   }
+  {  // Calls queued on one stream share the pool's blocks: each takes its staging when it starts (6 calls here
+     // held 6 blocks before, one each from the call on), and all are exact.
+    const size_t c = (1 << 20) / sizeof(int64_t), staging = 2 * c * sizeof(int64_t);  // out of place: both buffers
+    const size_t pool_before = proxy.pool_bytes();
+    std::vector<std::unique_ptr<DevBuf>> ins, outs;
+    for (int i = 0; i < 6; ++i) {
+      ins.push_back(std::make_unique<DevBuf>(c));
+      outs.push_back(std::make_unique<DevBuf>(c));
+      for (size_t e = 0; e < c; ++e) ins.back()->host[e] = value(me, e) + i;
+      ins.back()->upload(stream);
+      MP_OK(bagua_allreduce(ins.back()->dev, outs.back()->dev, c, BAGUA_INT64, BAGUA_SUM, comm, stream));
+      outs.back()->download(stream);
+    }
+    sync(stream);
+    for (int i = 0; i < 6; ++i)
+      for (size_t e = 0; e < c; ++e) MP_CHECK(outs[i]->host[e] == value_sum(e) + i * n);
+    const size_t grown = proxy.pool_bytes() - pool_before;
+    if (grown > staging)
+      std::printf("rank %d: 6 queued calls of %zu bytes of staging grew the pool by %zu\n", me, staging, grown);
+    MP_CHECK(grown <= staging);
+  }
   if (g_rank == 0)
     std::printf(
         "pipelined (%s): 8 staged calls exact in %.2f s, %llu output pieces out early, %llu steps overlapped "
