@@ -149,6 +149,9 @@ DeviceOperation::~DeviceOperation() {
     if (device_scratch_ != nullptr) proxy_.runtime().free_device_async(device_scratch_, proxy_.copy_stream(device_));
   } catch (...) {
   }
+  // The staging goes back to the pool before the stream goes on: the stream's next call, starting, finds it idle.
+  staging_.reset();
+  note_started();  // (if it ended before its input was ready)
   // What the builder holds (a qstate's queued count) is given back before the stream goes on: a caller that
   // synchronized the stream may use the state at once.
   build_ = nullptr;
@@ -291,6 +294,17 @@ void DeviceOperation::output_final(size_t piece, bool early) {
   early_pieces_ += early ? 1 : 0;
 }
 
+void DeviceOperation::wait_to_start() {
+  waits_to_start_ = true;
+  proxy_.count_unstarted(1);
+}
+
+void DeviceOperation::note_started() {
+  if (!waits_to_start_) return;
+  waits_to_start_ = false;
+  proxy_.count_unstarted(-1);
+}
+
 void DeviceOperation::defer_staging(std::function<void(DeviceOperation&)> lay_out) {
   deferred_ = true;
   lay_out_ = std::move(lay_out);
@@ -318,6 +332,7 @@ void DeviceOperation::advance(Transport& transport) {
       phase_ = Phase::kCopyIn;
       note_progress();
       if (!deferred_) take_staging();
+      note_started();
       size_t in_bytes = 0, out_bytes = 0;
       for (const DeviceCopy& c : copies_in_) in_bytes += c.bytes;
       for (const DeviceCopy& c : copies_out_) out_bytes += c.bytes;
@@ -442,6 +457,9 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
   bytes = check_staging_limit(bytes);
   const size_t limit = comm_.config().device_memory_limit;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
+  // How long a call without room leaves a fitting idle block to the operations that have yet to start.
+  constexpr auto kIdleBlockWait = std::chrono::seconds(1);
+  const auto idle_block_deadline = std::min(deadline, std::chrono::steady_clock::now() + kIdleBlockWait);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (pool_bytes_ + kept_bytes_ + bytes <= limit) {
@@ -449,18 +467,22 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
       leased_bytes_ += bytes;
       return StagingLease(this, nullptr, bytes);
     }
+    // No room: an idle block that fits is this call's, once no operation of ours waits to start (the next to start
+    // would take it, and its room would then be this call's), or after kIdleBlockWait (such an operation may wait
+    // for a peer that waits for this call).
+    auto it = free_blocks_.lower_bound(bytes);
+    if (reuse_idle && it != free_blocks_.end() && it->first <= 2 * bytes &&
+        (unstarted_ == 0 || std::chrono::steady_clock::now() >= idle_block_deadline)) {
+      StagingLease lease(this, it->second, it->first);
+      leased_bytes_ += it->first;
+      free_blocks_.erase(it);
+      return lease;
+    }
     const bool idle_blocks = !free_blocks_.empty();
     if (idle_blocks && g_parked_gates.load() == 0) {
-      // Nothing in flight will start and take the idle blocks (no stream of the process waits on a gate): one that
-      // fits is this call's; else they are freed (outside the lock; freeing pinned memory waits for the device).
-      // Leases of calls in an open group do not stand in the way: their streams are parked only when the group ends.
-      auto it = free_blocks_.lower_bound(bytes);
-      if (reuse_idle && it != free_blocks_.end() && it->first <= 2 * bytes) {
-        StagingLease lease(this, it->second, it->first);
-        leased_bytes_ += it->first;
-        free_blocks_.erase(it);
-        return lease;
-      }
+      // Idle blocks of other sizes fill the limit and no stream of the process waits on a gate: free them (outside
+      // the lock; freeing pinned memory waits for the device). Leases of calls in an open group do not stand in the
+      // way: their streams are parked only when the group ends.
       std::vector<void*> victims;
       for (auto& [size, ptr] : free_blocks_) {
         victims.push_back(ptr);
@@ -477,10 +499,10 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
            "a device call needs {} bytes of staging memory, but calls not yet enqueued (in an open group) hold {} "
            "of BAGUA_DEVICE_MEMORY_LIMIT = {} bytes",
            bytes, leased_bytes_, limit);
-    // Operations that start take idle blocks (fill) and hand staging back, with a notification; other
-    // communicators' gates are polled.
-    const auto wake =
+    // Our operations hand staging back with a notification; other communicators' gates are polled.
+    auto wake =
         idle_blocks ? std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(10)) : deadline;
+    if (idle_blocks) wake = std::min(wake, std::max(idle_block_deadline, std::chrono::steady_clock::now()));
     changed_.wait_until(lock, wake);
     if (std::chrono::steady_clock::now() >= deadline)
       fail(BAGUA_ERR_TIMEOUT,
@@ -607,6 +629,7 @@ void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<De
     throw;
   }
   const size_t staging = op->held_bytes();  // before it starts: it may lease more then (take_staging counts that)
+  op->wait_to_start();
   comm_.start(*op);  // throws when the communicator is unusable; op's destructor then releases the stream
   std::lock_guard<std::mutex> lock(mutex_);
   submitted_bytes_ += staging;

@@ -29,7 +29,7 @@ class Comm;
 class DeviceProxy;
 
 // A block of the staging pool, returned to it on destruction; or, with no block yet, room for one that the limit
-// keeps for it (DeviceProxy::lease with allocate = false, DeviceProxy::fill).
+// keeps for it (DeviceProxy::lease, DeviceProxy::fill).
 class StagingLease {
  public:
   StagingLease() = default;
@@ -113,6 +113,9 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // stream share the position (submit_device_group).
   void set_order(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate);
   bool ordered() const { return input_ready_ != nullptr; }
+  // Submitted: counted as waiting to start (DeviceProxy::lease leaves idle blocks to such operations) until its input
+  // is ready and it has taken its staging, or it ends.
+  void wait_to_start();
   // The host operation on the staging memory, built once the input is there; the sequence number is already taken.
   void set_host_operation(std::function<std::unique_ptr<Operation>()> build, std::string description);
 
@@ -125,7 +128,7 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // operation is built as soon as the input is ready, and the staging is allocated, laid out (lay_out registers the
   // copies and staged buffers on staging()) and copied only when it asks.
   void defer_staging(std::function<void(DeviceOperation&)> lay_out);
-  // For that host operation, on the proxy thread: allocate (the room is kept: no wait) and lay out the staging. Then
+  // For that host operation: allocate (the room is kept: no wait) and lay out the staging. Then
   // copy the input in (staged_in() tells when it is there) and the output back at the end. (Every other operation
   // takes its staging this way when it starts.)
   void take_staging();
@@ -173,6 +176,7 @@ class DeviceOperation final : public Operation, private StagingWindow {
   };
   // Pipelined staging: splits the copies into pieces and issues the input's.
   void start_pipeline();
+  void note_started();
   // Issues the copies of the pieces in [first, last) not issued yet (with events: an event after each).
   void issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last, bool events);
   // StagingWindow, for the host operation.
@@ -206,6 +210,7 @@ class DeviceOperation final : public Operation, private StagingWindow {
   void* staged_recv_ = nullptr;
   uint64_t host_events_ = 0, host_bytes_ = 0;
   bool pipeline_allowed_ = false, pipelined_ = false;
+  bool waits_to_start_ = false;
   std::vector<Piece> in_pieces_, out_pieces_;
   std::vector<Range> output_ranges_;
   size_t early_pieces_ = 0;  // output pieces copied out while the host operation still had steps to run
@@ -234,9 +239,9 @@ class DeviceProxy {
   void check_stream(DeviceStream stream) const;
   // Room for `bytes` of staging under BAGUA_DEVICE_MEMORY_LIMIT, kept for the lease until fill() gives it a block
   // when its operation starts (so leases are granted in call order, and calls queued on a stream share the pool's
-  // idle blocks). Waits for operations in flight to start or hand theirs back, up to the timeout. With nothing in
-  // flight, an idle block that fits is the lease's at once (reuse_idle = false: never; room for memory that is not
-  // pinned staging).
+  // idle blocks). Where there is no room, an idle block that fits (at most twice the size) is the lease's at once
+  // (reuse_idle = false: never; room for memory that is not pinned staging); else it waits for operations in flight
+  // to hand theirs back, up to the timeout.
   StagingLease lease(size_t bytes, bool reuse_idle = true);
   // Gives a lease that holds only room a block (never waits: the room is kept): an idle one of up to twice the size,
   // else a new one. For submitted operations only (the block's size counts as theirs). Throws when out of memory.
@@ -266,6 +271,12 @@ class DeviceProxy {
   IpcCache& ipc_cache() { return *ipc_cache_; }
   // How the ranks ran the device calls of in-host algorithms on peers' memory (algorithms/peer_memory) so far:
   // through IPC, or staged (for tests and tools).
+  // Submitted operations that wait to start (+1), or started or ended (-1).
+  void count_unstarted(int change) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    unstarted_ += change;
+    changed_.notify_all();
+  }
   void count_in_host_call(bool through_ipc) { (through_ipc ? in_host_through_ipc_ : in_host_staged_)++; }
   uint64_t in_host_through_ipc() const { return in_host_through_ipc_.load(); }
   uint64_t in_host_staged() const { return in_host_staged_.load(); }
@@ -316,6 +327,7 @@ class DeviceProxy {
   size_t pool_bytes_ = 0;       // allocated (free or leased) or being allocated
   size_t leased_bytes_ = 0;     // held by operations, submitted or not (blocks and kept room)
   size_t kept_bytes_ = 0;       // room under the limit kept for leases not filled yet
+  long unstarted_ = 0;          // submitted operations whose input is not ready yet
   size_t submitted_bytes_ = 0;  // held by submitted operations, which give them back
   // Gate words: pages of host-mapped memory, a generation per slot.
   std::vector<uint32_t*> gate_pages_;
