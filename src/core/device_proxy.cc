@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 
 #include "base/backoff.h"
 #include "base/error.h"
@@ -458,8 +459,8 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
   const size_t limit = comm_.config().device_memory_limit;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
   // How long a call without room leaves a fitting idle block to the operations that have yet to start.
-  constexpr auto kIdleBlockWait = std::chrono::seconds(1);
-  const auto idle_block_deadline = std::min(deadline, std::chrono::steady_clock::now() + kIdleBlockWait);
+  constexpr auto kIdleBlockWait = std::chrono::seconds(2);
+  std::optional<std::chrono::steady_clock::time_point> idle_block_deadline;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (pool_bytes_ + kept_bytes_ + bytes <= limit) {
@@ -467,32 +468,42 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
       leased_bytes_ += bytes;
       return StagingLease(this, nullptr, bytes);
     }
-    // No room: an idle block that fits is this call's, once no operation of ours waits to start (the next to start
-    // would take it, and its room would then be this call's), or after kIdleBlockWait (such an operation may wait
-    // for a peer that waits for this call).
-    auto it = free_blocks_.lower_bound(bytes);
-    if (reuse_idle && it != free_blocks_.end() && it->first <= 2 * bytes &&
-        (unstarted_ == 0 || std::chrono::steady_clock::now() >= idle_block_deadline)) {
-      StagingLease lease(this, it->second, it->first);
-      leased_bytes_ += it->first;
-      free_blocks_.erase(it);
-      return lease;
+    // No room: an idle block that fits is this call's once no submitted operation of ours waits to start (one that
+    // starts may take it, and free its room for this call), or kIdleBlockWait after the call first saw it (such an
+    // operation may wait for a peer that waits for this call).
+    auto fitting = free_blocks_.lower_bound(bytes);
+    const bool fits = reuse_idle && fitting != free_blocks_.end() && fitting->first <= 2 * bytes;
+    if (fits) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!idle_block_deadline) idle_block_deadline = std::min(deadline, now + kIdleBlockWait);
+      if (unstarted_ == 0 || now >= *idle_block_deadline) {
+        StagingLease lease(this, fitting->second, fitting->first);
+        leased_bytes_ += fitting->first;
+        free_blocks_.erase(fitting);
+        return lease;
+      }
     }
     const bool idle_blocks = !free_blocks_.empty();
     if (idle_blocks && g_parked_gates.load() == 0) {
       // Idle blocks of other sizes fill the limit and no stream of the process waits on a gate: free them (outside
-      // the lock; freeing pinned memory waits for the device). Leases of calls in an open group do not stand in the
-      // way: their streams are parked only when the group ends.
+      // the lock; freeing pinned memory waits for the device), all but the fitting one. Leases of calls in an open
+      // group do not stand in the way: their streams are parked only when the group ends.
       std::vector<void*> victims;
-      for (auto& [size, ptr] : free_blocks_) {
-        victims.push_back(ptr);
-        pool_bytes_ -= size;
+      for (auto block = free_blocks_.begin(); block != free_blocks_.end();) {
+        if (fits && block == fitting) {
+          ++block;
+          continue;
+        }
+        victims.push_back(block->second);
+        pool_bytes_ -= block->first;
+        block = free_blocks_.erase(block);
       }
-      free_blocks_.clear();
-      lock.unlock();
-      for (void* p : victims) runtime_.free_mapped(p);
-      lock.lock();
-      continue;
+      if (!victims.empty()) {
+        lock.unlock();
+        for (void* p : victims) runtime_.free_mapped(p);
+        lock.lock();
+        continue;
+      }
     }
     if (submitted_bytes_ == 0 && !idle_blocks)
       fail(BAGUA_ERR_SYSTEM,
@@ -500,9 +511,8 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
            "of BAGUA_DEVICE_MEMORY_LIMIT = {} bytes",
            bytes, leased_bytes_, limit);
     // Our operations hand staging back with a notification; other communicators' gates are polled.
-    auto wake =
+    const auto wake =
         idle_blocks ? std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(10)) : deadline;
-    if (idle_blocks) wake = std::min(wake, std::max(idle_block_deadline, std::chrono::steady_clock::now()));
     changed_.wait_until(lock, wake);
     if (std::chrono::steady_clock::now() >= deadline)
       fail(BAGUA_ERR_TIMEOUT,

@@ -239,9 +239,9 @@ class DeviceProxy {
   void check_stream(DeviceStream stream) const;
   // Room for `bytes` of staging under BAGUA_DEVICE_MEMORY_LIMIT, kept for the lease until fill() gives it a block
   // when its operation starts (so leases are granted in call order, and calls queued on a stream share the pool's
-  // idle blocks). Where there is no room, an idle block that fits (at most twice the size) is the lease's at once
-  // (reuse_idle = false: never; room for memory that is not pinned staging); else it waits for operations in flight
-  // to hand theirs back, up to the timeout.
+  // idle blocks). Where there is no room, it waits for operations in flight to start or hand theirs back, up to the
+  // timeout; an idle block that fits (at most twice the size) becomes the lease's once no submitted operation waits
+  // to start, or 2 s after it first saw it (reuse_idle = false: never; room for memory that is not pinned staging).
   StagingLease lease(size_t bytes, bool reuse_idle = true);
   // Gives a lease that holds only room a block (never waits: the room is kept): an idle one of up to twice the size,
   // else a new one. For submitted operations only (the block's size counts as theirs). Throws when out of memory.
@@ -269,14 +269,14 @@ class DeviceProxy {
   DeviceStream copy_stream(int device);
   // Peers' allocations mapped through IPC (used by the proxy thread only; opened() may be read from any).
   IpcCache& ipc_cache() { return *ipc_cache_; }
-  // How the ranks ran the device calls of in-host algorithms on peers' memory (algorithms/peer_memory) so far:
-  // through IPC, or staged (for tests and tools).
   // Submitted operations that wait to start (+1), or started or ended (-1).
   void count_unstarted(int change) {
     std::lock_guard<std::mutex> lock(mutex_);
     unstarted_ += change;
     changed_.notify_all();
   }
+  // How the ranks ran the device calls of in-host algorithms on peers' memory (algorithms/peer_memory) so far:
+  // through IPC, or staged (for tests and tools).
   void count_in_host_call(bool through_ipc) { (through_ipc ? in_host_through_ipc_ : in_host_staged_)++; }
   uint64_t in_host_through_ipc() const { return in_host_through_ipc_.load(); }
   uint64_t in_host_staged() const { return in_host_staged_.load(); }

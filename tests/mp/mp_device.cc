@@ -1110,7 +1110,8 @@ int pipelined(bagua_comm_t comm) {
   {  // Calls queued on one stream share the pool's blocks: each takes its staging when it starts (each took its own
      // at the call before). Under the limit (1 GiB) and near it (mp_device_pipelined_2x2: 64 MiB, less than the 6
      // calls' 96 MiB; a call without room leaves idle blocks to the calls that start before it), the pool grows by
-     // two blocks at most (it had filled 96 and 64 MiB). First, so that no earlier block fits these calls. Exact.
+     // one block and two at most (it had filled 96 and 64 MiB). First, so that no earlier block fits these calls.
+     // Exact.
     const size_t c = (8 << 20) / sizeof(int64_t), staging = 2 * c * sizeof(int64_t);  // out of place: both buffers
     const size_t pool_before = proxy.pool_bytes();
     std::vector<std::unique_ptr<DevBuf>> ins, outs;
@@ -1125,11 +1126,13 @@ int pipelined(bagua_comm_t comm) {
     sync(stream);
     for (int i = 0; i < 6; ++i)
       for (size_t e = 0; e < c; ++e) MP_CHECK(outs[i]->host[e] == value_sum(e) + i * g_size);
-    const size_t pool_after = proxy.pool_bytes();
-    if (pool_after > pool_before + 2 * staging)
+    // Under the limit each call starts after the one before ends (its input follows that call's gate): one block.
+    const bool near_limit = 6 * staging > comm->impl->config().device_memory_limit;
+    const size_t allowed = (near_limit ? 2 : 1) * staging, pool_after = proxy.pool_bytes();
+    if (pool_after > pool_before + allowed)
       std::printf("rank %d: 6 queued calls of %zu bytes of staging grew the pool from %zu to %zu bytes\n", g_rank,
                   staging, pool_before, pool_after);
-    MP_CHECK(pool_after <= pool_before + 2 * staging);
+    MP_CHECK(pool_after <= pool_before + allowed);
   }
   // With BAGUA_PIPELINED_STAGING=0 no call is pipelined. Otherwise each is, and the allreduces (the ring or the
   // rail) also start steps before all their input is there and copy output pieces out before their last step.
@@ -1204,7 +1207,7 @@ int pipelined(bagua_comm_t comm) {
   }
   if (g_rank == 0)
     std::printf(
-        "pipelined (%s): 14 staged calls exact in %.2f s, %llu output pieces out early, %llu steps overlapped "
+        "pipelined (%s): 8 staged calls exact in %.2f s, %llu output pieces out early, %llu steps overlapped "
         "the input's copy\n",
         on ? "on" : "off", since(start), static_cast<unsigned long long>(early - early_before),
         static_cast<unsigned long long>(overlapped));
