@@ -471,8 +471,8 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
     // No room: an idle block that fits is this call's once no submitted operation of ours waits to start (one that
     // starts may take it, and free its room for this call), or kIdleBlockWait after the call first saw it (such an
     // operation may wait for a peer that waits for this call).
-    auto fitting = free_blocks_.lower_bound(bytes);
-    const bool fits = reuse_idle && fitting != free_blocks_.end() && fitting->first <= 2 * bytes;
+    auto fitting = fitting_idle_block(bytes);
+    const bool fits = reuse_idle && fitting != free_blocks_.end();
     if (fits) {
       const auto now = std::chrono::steady_clock::now();
       if (!idle_block_deadline) idle_block_deadline = std::min(deadline, now + kIdleBlockWait);
@@ -522,14 +522,19 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
   }
 }
 
+std::multimap<size_t, void*>::iterator DeviceProxy::fitting_idle_block(size_t bytes) {
+  auto it = free_blocks_.lower_bound(bytes);  // the smallest that holds it, and at most twice its size
+  return it != free_blocks_.end() && it->first <= 2 * bytes ? it : free_blocks_.end();
+}
+
 void DeviceProxy::fill(StagingLease& lease) {
   if (lease.ptr_ != nullptr || lease.bytes_ == 0) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     kept_bytes_ -= lease.bytes_;
     changed_.notify_all();
-    auto it = free_blocks_.lower_bound(lease.bytes_);
-    if (it != free_blocks_.end() && it->first <= 2 * lease.bytes_) {
+    auto it = fitting_idle_block(lease.bytes_);
+    if (it != free_blocks_.end()) {
       // An idle block instead of the room; the operation (submitted) now holds the block's size.
       const size_t grown = it->first - lease.bytes_;
       leased_bytes_ += grown;

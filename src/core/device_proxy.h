@@ -300,6 +300,8 @@ class DeviceProxy {
   void submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<DeviceCompletion> completion = nullptr);
 
  private:
+  // The idle block a lease of `bytes` takes (best fit, at most twice the size), or free_blocks_.end(). Under mutex_.
+  std::multimap<size_t, void*>::iterator fitting_idle_block(size_t bytes);
   friend class StagingLease;
   friend class StreamGate;
   struct Entry {
