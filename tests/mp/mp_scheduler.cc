@@ -9,7 +9,8 @@
 //            momentum ends bit-identical to a run that had the new size from the start
 //   errors   layout or settings mismatch, double and unknown marks, unmarked tensors at wait, bad config: clear
 //            statuses
-//   overlap  with simulated compute (sleeps) between marks, a step takes <= 0.75 x compute + communication
+//   overlap  with simulated compute (sleeps) between marks, the buckets go while compute runs: the time after the
+//            last mark is at most half of the step's communication alone
 //   failure  a rank leaves mid-step: the others' wait returns the communicator's error within the timeout
 //   tune     autotuning settles, and every rank used the same bucket size and hierarchy at every step
 //   latency  (the default BAGUA_QUANTIZED_MIN_BYTES; the other modes quantize at every size) quantized buckets
@@ -498,42 +499,52 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Overlap is judged by the step's tail: the time from the last mark to the end of wait. With compute between the
+// marks twice as long as communicating the whole step, every bucket but the last has gone by the last mark, so the
+// tail is about one bucket's time (1/16 of the step's communication). A scheduler that communicates only at wait,
+// or only after the last mark, has a tail of the whole communication time. The bound, half of it, leaves a margin
+// of several times on either side, so a loaded machine or a sanitizer does not decide the result.
 int overlap(bagua_comm_t comm) {
-  const int tensors = 8;
+  const int tensors = 16;
   std::vector<size_t> counts(tensors, 1 << 20);  // 4 MiB each
   std::vector<bagua_datatype_t> dtypes(tensors, BAGUA_FLOAT32);
   Model m(counts, dtypes, 0);
   bagua_scheduler_t s = make_scheduler(comm, m, BAGUA_BUCKET_ALLREDUCE, 4 << 20, 0);
+  auto slowest = [&](double seconds) {
+    MP_OK(bagua_allreduce(&seconds, &seconds, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
+    return seconds;
+  };
+  struct StepTimes {
+    double whole, tail;
+  };
   auto step = [&](double compute_per_tensor_s) {
     MP_OK(bagua_barrier(comm, nullptr));
-    auto t0 = Clock::now();
+    auto t0 = Clock::now(), last_mark = t0;
     for (int t = 0; t < tensors; ++t) {  // in registration order, as backward produces them
       if (compute_per_tensor_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(compute_per_tensor_s));
+      last_mark = Clock::now();
       MP_OK(bagua_scheduler_mark_ready(s, t, nullptr));
     }
     MP_OK(bagua_scheduler_wait(s, nullptr));
-    double took = mp_seconds_since(t0);
-    MP_OK(bagua_allreduce(&took, &took, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
-    return took;
+    double tail = mp_seconds_since(last_mark), whole = mp_seconds_since(t0);
+    return StepTimes{slowest(whole), slowest(tail)};
   };
   for (int i = 0; i < 2; ++i) step(0);  // warm
-  std::vector<double> comm_only, overlapped;
-  for (int i = 0; i < 5; ++i) comm_only.push_back(step(0));
+  std::vector<double> comm_only, tails, wholes;
+  for (int i = 0; i < 5; ++i) comm_only.push_back(step(0).whole);
   const double c = median(comm_only);
-  const double compute = c;  // as much compute as communication: overlap can hide up to half
-  for (int i = 0; i < 5; ++i) overlapped.push_back(step(compute / tensors));
-  // The sleeps themselves, measured: what compute alone takes on this machine.
-  auto t0 = Clock::now();
-  for (int t = 0; t < tensors; ++t) std::this_thread::sleep_for(std::chrono::duration<double>(compute / tensors));
-  double compute_measured = mp_seconds_since(t0);
-  MP_OK(bagua_allreduce(&compute_measured, &compute_measured, 1, BAGUA_FLOAT64, BAGUA_MAX, comm, nullptr));
-  const double serial = compute_measured + c, t = median(overlapped);
+  for (int i = 0; i < 5; ++i) {
+    StepTimes st = step(2 * c / tensors);
+    tails.push_back(st.tail);
+    wholes.push_back(st.whole);
+  }
+  const double tail = median(tails);
   if (g_rank == 0)
     std::printf(
-        "overlap: communication %.2f ms, compute %.2f ms, one after the other %.2f ms, overlapped %.2f ms "
-        "(%.2fx of serial; bound 0.75x)\n",
-        1e3 * c, 1e3 * compute_measured, 1e3 * serial, 1e3 * t, t / serial);
-  MP_CHECK(t <= 0.75 * serial);
+        "overlap: communication alone %.2f ms; with %.2f ms of compute the step took %.2f ms, of which %.2f ms "
+        "after the last mark (%.2fx of the communication; bound 0.5x)\n",
+        1e3 * c, 2e3 * c, 1e3 * median(wholes), 1e3 * tail, tail / c);
+  MP_CHECK(tail <= 0.5 * c);
   MP_OK(bagua_scheduler_destroy(s));
   return 0;
 }
