@@ -2,7 +2,8 @@
 // and the table. Each tool describes its operation in one PerfOp.
 //
 // Flags (as nccl-tests): -b min bytes, -e max bytes, -f size factor, -n iterations, -w warm-up iterations,
-// -c check data (0/1), -d datatype, -o reduction op, -r root, -M host|device (where the buffers live). Sizes take
+// -c check data (0/1), -d datatype, -o reduction op, -r root, -M host|device (where the buffers live), and -W 1:
+// write the input before every call, as an application does, and time the calls alone (host memory). Sizes take
 // K, M, G suffixes. On device memory the calls are stream-ordered on one stream and each timing ends with a
 // synchronize of it, as in nccl-tests; each row also gives the bound for ranks that share one GPU,
 // busbw <= B (n-1)/n^2, where B is device-to-device copy traffic (bytes read + written per second) measured at
@@ -26,8 +27,9 @@ struct PerfArgs {
   bagua_datatype_t dtype = BAGUA_FLOAT32;
   bagua_redop_t op = BAGUA_SUM;
   int root = 0;
-  bool device = false;     // -M device
-  void* stream = nullptr;  // the stream of device calls (tools pass it to every call)
+  bool device = false;       // -M device
+  bool write_input = false;  // -W 1: the input is written before every call (its lines sit dirty in this core's cache)
+  void* stream = nullptr;    // the stream of device calls (tools pass it to every call)
 };
 
 // One collective, as nccl-tests describes it. `count` is the table's count column: elements of the size

@@ -2,7 +2,9 @@
 # Allreduce busbw of bagua, Open MPI and Gloo on this host, in one go: 2 ranks (or $NP), float sum, in place,
 # 4 KiB to 64 MiB. COLL=alltoall compares bagua_alltoall_perf with MPI_Alltoall instead (no Gloo column). Five alternating rounds ($ROUNDS); the table shows per-size medians and ratios. Each run is
 # nccl-tests' default sweep right after init: 5 warm-up and 20 timed iterations per size ($ITERS), so a slow
-# start shows. Open MPI runs unbound (--bind-to none); bagua-run gives each rank its own cores (--bind auto).
+# start shows. WRITTEN=1 writes each input before every call and times the calls alone, in every tool: what an
+# application's freshly computed data costs (a single-copy read then fetches lines dirty in the writer's cache),
+# where the default, as in nccl-tests, sends the same clean buffer over and over. Open MPI runs unbound (--bind-to none); bagua-run gives each rank its own cores (--bind auto).
 #   perf/compare/compare.sh [build-dir]
 set -euo pipefail
 BUILD=${1:-build}
@@ -10,6 +12,7 @@ NP=${NP:-2}
 ROUNDS=${ROUNDS:-5}
 ITERS=${ITERS:-20}
 COLL=${COLL:-allreduce}
+WRITTEN=${WRITTEN:-0}
 MIN=4096
 MAX=$((64 << 20))
 tmp=$(mktemp -d)
@@ -26,12 +29,12 @@ for round in $(seq "$ROUNDS"); do
   columns='$1, $10, $12'
   [ "$COLL" = alltoall ] && columns='$1, $6, $8'
   "$BUILD/bin/bagua-run" -n "$NP" ${BAGUA_RUN_FLAGS:-} "$BUILD/bin/bagua_${COLL}_perf" -b $MIN -e $MAX -f 4 -c 0 \
-    -n "$ITERS" -w 5 | awk "!/^#/ {print $columns}" > "$tmp/bagua.$round"
+    -n "$ITERS" -w 5 -W "$WRITTEN" | awk "!/^#/ {print $columns}" > "$tmp/bagua.$round"
   mpirun --allow-run-as-root --bind-to none --oversubscribe -np "$NP" "$BUILD/bin/mpi_collective_perf" "$COLL" $MIN $MAX 4 \
-    "$ITERS" > "$tmp/mpi.$round"
+    "$ITERS" "$WRITTEN" > "$tmp/mpi.$round"
   if [ "$COLL" = allreduce ]; then
     store=$(mktemp -d -p "$tmp")
-    GLOO_STORE_DIR=$store "$BUILD/bin/bagua-run" -n "$NP" "$BUILD/bin/gloo_allreduce_perf" $MIN $MAX 4 "$ITERS" > "$tmp/gloo.$round"
+    GLOO_STORE_DIR=$store "$BUILD/bin/bagua-run" -n "$NP" "$BUILD/bin/gloo_allreduce_perf" $MIN $MAX 4 "$ITERS" "$WRITTEN" > "$tmp/gloo.$round"
   fi
 done
 

@@ -1,6 +1,7 @@
 // The same sweep with Gloo: ring allreduce over TCP loopback, float sum, in place. Launch with bagua-run
 // (it reads BAGUA_RANK and BAGUA_WORLD_SIZE; rendezvous through a FileStore in $GLOO_STORE_DIR).
-// Prints "size time_us busbw_GBps" per size.
+// Prints "size time_us busbw_GBps" per size. Arguments: [min_bytes max_bytes factor iterations [written]]; written = 1
+// writes the input before every call and times the calls alone (bagua's -W 1).
 #include <gloo/allreduce_ring.h>
 #include <gloo/barrier_all_to_one.h>
 #include <gloo/rendezvous/context.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 int main(int argc, char** argv) {
@@ -19,6 +21,7 @@ int main(int argc, char** argv) {
   size_t max_bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 64u << 20;
   int factor = argc > 3 ? std::atoi(argv[3]) : 4;
   int iters = argc > 4 ? std::atoi(argv[4]) : 20;
+  bool written = argc > 5 && std::atoi(argv[5]) != 0;
   gloo::transport::tcp::attr attr;
   attr.hostname = "127.0.0.1";
   auto device = gloo::transport::tcp::CreateDevice(attr);
@@ -31,9 +34,20 @@ int main(int argc, char** argv) {
     gloo::AllreduceRing<float> allreduce(context, {buf.data()}, count);
     for (int i = 0; i < 3; ++i) allreduce.run();
     gloo::BarrierAllToOne(context).run();
-    auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) allreduce.run();
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
+    double us = 0;
+    if (written) {
+      for (int i = 0; i < iters; ++i) {
+        std::memset(buf.data(), 0x3e + (i & 1), bytes);
+        auto start = std::chrono::steady_clock::now();
+        allreduce.run();
+        us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      }
+      us /= iters;
+    } else {
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) allreduce.run();
+      us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
+    }
     std::vector<double> worst = {us};
     gloo::AllreduceRing<double>(context, {worst.data()}, 1, gloo::ReductionFunction<double>::max).run();
     double busbw = static_cast<double>(bytes) / (worst[0] / 1e6) / 1e9 * 2.0 * (size - 1) / size;
