@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "algorithms/argument_checks.h"
+#include "algorithms/calibration.h"
 #include "algorithms/p2p.h"
 #include "algorithms/registry.h"
 #include "base/error.h"
@@ -204,7 +205,18 @@ const AlgorithmSelector& selector_of(Comm& comm) {
 }
 
 void prepare_selection(Comm& comm) {
-  const AlgorithmSelector& selector = selector_of(comm);
+  selector_of(comm);
+  AlgorithmSelector& selector = static_cast<SelectorAttachment*>(comm.attachment())->selector;
+  if (const double factor = measure_shared_copy_factor(comm); factor > 0) {
+    // Only a clear verdict moves the model off its offline constant (0.5, shared segments), so that a measurement
+    // near the tie, which goes either way from run to run (ranks sharing cores), does not flip the algorithm
+    // between runs of the same job. Above 4 it says more about a stalled core than about the machine. Every rank
+    // sees the same factor, so every rank decides the same.
+    const bool reads_clearly_faster = factor >= 1.25 && factor <= 4.0;
+    if (reads_clearly_faster) selector.set_shared_copy_factor(factor);
+    BAGUA_DEBUG("alltoall through shared segments took {:.2f}x the time of single-copy reads: {}", factor,
+                reads_clearly_faster ? "the cost model uses that" : "the cost model keeps its constant");
+  }
   for (int c = 0; c < static_cast<int>(Collective::kCount); ++c)
     for (size_t bytes = 0; bytes <= (size_t{64} << 20); bytes = bytes == 0 ? 1024 : bytes * 16)
       selector.choose(static_cast<Collective>(c), bytes, comm.size(), comm.hosts());

@@ -31,6 +31,8 @@ class AlgorithmSelector {
   // modelled time ("ring 12.3 us, rd 10.1 us").
   std::string explain(Collective c, size_t bytes, int nranks, const HostLayout& hosts = {}) const;
   const CostModel& model() const { return model_; }
+  // A constant measured when the communicator was made and agreed by its ranks (algorithms/calibration.h).
+  void set_shared_copy_factor(double factor) { model_.shared_copy_factor = factor; }
 
  private:
   struct Rule {

@@ -13,6 +13,7 @@
 #include "base/scratch_cache.h"
 #include "base/timed_lock.h"
 #include "core/device_proxy.h"
+#include "core/tags.h"
 
 namespace bagua {
 
@@ -107,6 +108,22 @@ void Comm::abort() {
   // tear down here.
   if (auto lock = lock_within(engine_mutex_, std::chrono::milliseconds(1500)))
     fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
+}
+
+void Comm::begin_setup_operations(int count) {
+  if (collective_sequence_ != 0 || count <= 0 || count > static_cast<int>(kStrandedWindow))
+    fail(BAGUA_ERR_INTERNAL, "setup operations after the communicator's first call");
+  collective_sequence_ = (uint64_t{1} << kTagSequenceBits) - static_cast<uint64_t>(count);
+}
+
+void Comm::forget_setup_operations() {
+  if (!active_.empty() || collective_sequence_ != (uint64_t{1} << kTagSequenceBits))
+    fail(BAGUA_ERR_INTERNAL, "setup operations still in flight, or not as many as announced");
+  collective_sequence_ = 0;
+  for (int k = 0; k < BAGUA_OPKIND_COUNT; ++k) ops_completed_[k] = bytes_by_op_[k] = 0;
+  compute_ns_.store(0, std::memory_order_relaxed);
+  if (transport_) warm_up_counters_ = transport_->counters();
+  recorder_.clear();
 }
 
 bagua_stats_t Comm::stats() const {

@@ -84,6 +84,13 @@ class Comm {
   void forget(Operation& op);
 
   uint64_t next_collective_sequence() { return collective_sequence_++; }
+  // Operations of the library's own when a communicator is made (its calibration), kept out of the caller's
+  // view. begin: the next `count` collectives take the last sequence numbers before the tags' numbers wrap, so the
+  // caller's first call, #0, has the tags that follow theirs (a peer's message of it that arrives early is seen as
+  // a later call's, not as a stale one). forget: back to #0, and out of the stats and the flight recorder. Every
+  // rank calls both at the same points, with nothing in flight.
+  void begin_setup_operations(int count);
+  void forget_setup_operations();
   uint64_t next_send_sequence(int peer) { return send_sequence_[peer]++; }
   uint64_t next_recv_sequence(int peer) { return recv_sequence_[peer]++; }
   // Poisoning status after a non-blocking check of the neighbours (bagua_comm_get_async_error).
@@ -171,7 +178,7 @@ class Comm {
   uint64_t bytes_by_op_[BAGUA_OPKIND_COUNT] = {};
 
   void warm_up(Deadline deadline);      // comm_init.cc
-  TransportCounters warm_up_counters_;  // traffic of warm_up(), left out of the stats
+  TransportCounters warm_up_counters_;  // traffic of warm_up() and setup operations, left out of the stats
   void progress_all();
   void check_health_throttled();
   void check_watchdog(Operation& op);

@@ -27,6 +27,13 @@ void FlightRecorder::set_capacity(size_t capacity) {
   ring_.assign(capacity, Entry{});
 }
 
+void FlightRecorder::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ring_.assign(capacity_, Entry{});
+  by_algorithm_.clear();
+  next_id_ = 1;
+}
+
 uint64_t FlightRecorder::begin(bagua_opkind_t kind, const std::string& description) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (capacity_ == 0) return 0;

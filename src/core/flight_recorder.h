@@ -20,6 +20,8 @@ class FlightRecorder {
   enum class State : char { kRunning = 'R', kDone = 'D', kFailed = 'F' };
 
   void set_capacity(size_t capacity);
+  // Forgets every operation recorded so far; ids start again at 1.
+  void clear();
   // An operation starts; returns its id (0 when recording is off).
   uint64_t begin(bagua_opkind_t kind, const std::string& description);
   // It ended. waiting_for: what a failed one still waited for ("" when nothing or unknown). A completed one is

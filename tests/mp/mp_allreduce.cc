@@ -124,6 +124,9 @@ void check_stats(const char* algorithm) {
   bagua_stats_t before{};
   before.size = sizeof(before);
   MP_OK(bagua_comm_get_stats(comm, &before));
+  // A fresh communicator has sent nothing the caller asked for: init's warm-up and calibration stay out.
+  MP_CHECK(before.bytes_sent == 0 && before.messages_sent == 0 && before.compute_ns == 0);
+  for (int k = 0; k < BAGUA_OPKIND_COUNT; ++k) MP_CHECK(before.ops[k] == 0 && before.bytes_sent_by_op[k] == 0);
   std::vector<float> buf(1 << 16, 1.0f);
   MP_OK(bagua_allreduce(buf.data(), buf.data(), buf.size(), BAGUA_FLOAT32, BAGUA_SUM, comm, nullptr));
   bagua_stats_t after{};

@@ -46,6 +46,21 @@ TEST_CASE("the flight recorder keeps the last N operations, oldest first", "[fli
   CHECK(tail[0].rfind("op 5 ", 0) == 0);
 }
 
+TEST_CASE("a cleared flight recorder starts again at id 1 with nothing kept", "[flight_recorder]") {
+  FlightRecorder r;
+  r.set_capacity(4);
+  for (int i = 0; i < 3; ++i)
+    r.end(r.begin(BAGUA_OPKIND_ALLTOALL, "alltoall #" + std::to_string(4093 + i)), FlightRecorder::State::kDone,
+          BAGUA_SUCCESS, {}, "alltoall", "shm");
+  r.clear();
+  CHECK(op_lines(r.dump("h")).empty());
+  CHECK(r.dump("h").find("completed by algorithm") == std::string::npos);
+  CHECK(r.begin(BAGUA_OPKIND_ALLREDUCE, "allreduce #0") == 1);
+  auto lines = op_lines(r.dump("h"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("allreduce #0") != std::string::npos);
+}
+
 TEST_CASE("a flight recorder of capacity 0 records nothing", "[flight_recorder]") {
   FlightRecorder r;
   r.set_capacity(0);

@@ -30,8 +30,10 @@ TEST_CASE("the direct allreduce needs cross-memory attach and one host", "[selec
   CHECK_FALSE(algorithm_supports(find_algorithm(Collective::kAllreduce, "direct"), 4, two_hosts));
 }
 
-TEST_CASE("alltoall(v) through shared memory: one host with cross-memory attach, from 16 KiB on 2 ranks",
-          "[selection]") {
+TEST_CASE(
+    "alltoall(v) through shared memory: one host with cross-memory attach, from 16 KiB on 2 ranks, with the "
+    "offline shared_copy_factor",
+    "[selection]") {
   const HostLayout one_host = {{0, 1}}, two_hosts = {{0, 1}, {2, 3}};
   AlgorithmSelector with_cma("", 1.25, true);
   CHECK(chosen(with_cma, Collective::kAlltoall, 4096, 2, one_host) != "shm");
@@ -49,6 +51,21 @@ TEST_CASE("alltoall(v) through shared memory: one host with cross-memory attach,
   CHECK(shared_segment_slot_bytes(16) == 512u << 10);
   CHECK(shared_segment_slot_bytes(64) == 128u << 10);
   CHECK(shared_segment_slot_bytes(100000) == 4096u);
+}
+
+TEST_CASE("the measured shared_copy_factor decides between shared segments and single-copy reads", "[selection]") {
+  const HostLayout one_host = {{0, 1}}, four = {{0, 1, 2, 3}};
+  AlgorithmSelector slow_reads("", 1.25, true), fast_reads("", 1.25, true);
+  slow_reads.set_shared_copy_factor(0.4);  // two copies take 0.4x a single-copy read's time (the offline host)
+  fast_reads.set_shared_copy_factor(1.8);  // 1.8x (a 2-core VM whose reads of clean lines run at memory speed)
+  for (size_t bytes : {size_t{256} << 10, size_t{1} << 20, size_t{64} << 20}) {
+    CHECK(chosen(slow_reads, Collective::kAlltoall, bytes, 2, one_host) == "shm");
+    CHECK(chosen(slow_reads, Collective::kAlltoall, bytes, 4, four) == "shm");
+    const std::string fast = chosen(fast_reads, Collective::kAlltoall, bytes, 2, one_host);
+    CHECK((fast == "pairwise" || fast == "direct"));  // a single-copy rendezvous, not peer_memory's extra rounds
+    CHECK(chosen(fast_reads, Collective::kAlltoall, bytes, 4, four) != "shm");
+  }
+  CHECK(chosen(slow_reads, Collective::kAlltoall, 4096, 2, one_host) != "shm");  // latency decides there
 }
 
 TEST_CASE("a forced direct allreduce falls back to the model without cross-memory attach", "[selection]") {

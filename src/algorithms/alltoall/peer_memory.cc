@@ -16,7 +16,12 @@ PeerPlan alltoall_peer_plan(const PeerCallFacts& call) {
 
 namespace {
 
-double cost(const CostTerms& t) { return peer_memory_cost(t, t.n - 1, t.m / t.n); }
+// Every byte is one single-copy read, as in the direct alltoall's rendezvous: none of the direct allreduce's saving
+// over the ring (direct_move_factor) applies.
+double cost(const CostTerms& t) {
+  const double read_bytes = (t.n - 1) * (t.m / t.n);
+  return peer_memory_cost(t, t.n - 1, t.m / t.n) + read_bytes * t.beta * (1.0 - t.model.direct_move_factor);
+}
 
 }  // namespace
 
