@@ -96,7 +96,10 @@ PerfArgs parse_args(int argc, char** argv) {
       default: usage(argv[0]);
     }
   }
-  if (args.write_input && args.device) usage(argv[0]);
+  if (args.write_input && args.device) {
+    std::fprintf(stderr, "-W 1 writes host memory: it does not go with -M device\n");
+    usage(argv[0]);
+  }
   if (args.factor <= 1.0 || args.iterations < 1 || args.warmup < 0 || args.min_bytes > args.max_bytes) usage(argv[0]);
   return args;
 }

@@ -8,9 +8,9 @@
 
 namespace bagua {
 
-double measure_shared_copy_factor(Comm& comm) {
+SharedCopyTimes time_alltoall_copies(Comm& comm) {
   const int n = comm.size();
-  if (comm.shared_segments() == nullptr || n < 2) return 0.0;
+  if (comm.shared_segments() == nullptr || n < 2) return {};
   // Blocks of 256 KiB, where bytes dominate both algorithms' time, within 1 MiB per rank in all (init time grows
   // with it where ranks outnumber cores).
   const size_t block = std::max<size_t>(4096, std::min<size_t>(256 << 10, (1 << 20) / static_cast<size_t>(n)));
@@ -24,19 +24,23 @@ double measure_shared_copy_factor(Comm& comm) {
     run_to_completion(comm, *op);
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   };
-  // Untimed calls first: shm alternates two sets of slots, whose pages fault in on first use. Then alternating
-  // timed calls, and of each algorithm the fastest: a busy machine only ever adds time.
+  // Each algorithm in a run of calls of its own: alternating them, each call also waited for the peers to finish the
+  // other algorithm's call, and direct's time came out twice as long in half of the runs. The untimed calls go
+  // first (shm alternates two sets of slots, whose pages fault in on first use); of the timed ones, the fastest,
+  // since a busy machine only ever adds time.
   constexpr int kUntimed = 2, kTimed = 5;
+  const char* const algorithms[2] = {"shm", "direct"};
   comm.begin_setup_operations(2 * (kUntimed + kTimed) + 1);
-  for (int i = 0; i < kUntimed; ++i) run("shm"), run("direct");
-  double fastest[2] = {1e300, 1e300};  // shm, direct
-  for (int i = 0; i < kTimed; ++i) {
-    fastest[0] = std::min(fastest[0], run("shm"));
-    fastest[1] = std::min(fastest[1], run("direct"));
+  double fastest[2] = {1e300, 1e300};
+  for (int a = 0; a < 2; ++a) {
+    for (int i = 0; i < kUntimed; ++i) run(algorithms[a]);
+    for (int i = 0; i < kTimed; ++i) fastest[a] = std::min(fastest[a], run(algorithms[a]));
   }
   allreduce_now(comm, fastest, fastest, 2, BAGUA_FLOAT64, BAGUA_MAX);  // the slowest rank's, on every rank
   comm.forget_setup_operations();
-  return fastest[0] / fastest[1];
+  return {fastest[0], fastest[1]};
 }
+
+bool measured_factor_decides(double factor) { return factor >= 1.5 && factor <= 4.0; }
 
 }  // namespace bagua

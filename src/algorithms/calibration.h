@@ -6,10 +6,21 @@
 
 namespace bagua {
 
-// Alltoall through shared segments (two copies) against single-copy reads, on a one-host communicator that has
-// segments: the ratio of their times, the slowest rank's of each (CostModel::shared_copy_factor). Runs a few
-// alltoalls and one allreduce on every rank (collective), which the caller never sees (Comm::begin_setup_operations).
-// Returns 0 where there is nothing to measure.
-double measure_shared_copy_factor(Comm& comm);
+// An alltoall through shared segments (two copies) and one by single-copy reads: the slowest rank's fastest time of
+// each, the same on every rank. Their ratio is a candidate for CostModel::shared_copy_factor.
+struct SharedCopyTimes {
+  double shm_us = 0;
+  double single_copy_us = 0;
+  bool measured() const { return shm_us > 0 && single_copy_us > 0; }
+  double factor() const { return shm_us / single_copy_us; }
+};
+// Measured on a one-host communicator that has segments (else nothing is measured). Runs a few alltoalls and one
+// allreduce on every rank (collective), which the caller never sees (Comm::begin_setup_operations).
+SharedCopyTimes time_alltoall_copies(Comm& comm);
+
+// Whether a measured factor replaces the cost model's offline one. Only a clear verdict for single-copy reads does
+// (shm taking 1.5-4x their time): near the tie the ratio goes either way from run to run (ranks sharing cores),
+// and the algorithm should not change between runs of the same job; above 4 a core probably stalled.
+bool measured_factor_decides(double factor);
 
 }  // namespace bagua

@@ -207,15 +207,14 @@ const AlgorithmSelector& selector_of(Comm& comm) {
 void prepare_selection(Comm& comm) {
   selector_of(comm);
   AlgorithmSelector& selector = static_cast<SelectorAttachment*>(comm.attachment())->selector;
-  if (const double factor = measure_shared_copy_factor(comm); factor > 0) {
-    // Only a clear verdict moves the model off its offline constant (0.5, shared segments), so that a measurement
-    // near the tie, which goes either way from run to run (ranks sharing cores), does not flip the algorithm
-    // between runs of the same job. Above 4 it says more about a stalled core than about the machine. Every rank
-    // sees the same factor, so every rank decides the same.
-    const bool reads_clearly_faster = factor >= 1.25 && factor <= 4.0;
-    if (reads_clearly_faster) selector.set_shared_copy_factor(factor);
-    BAGUA_DEBUG("alltoall through shared segments took {:.2f}x the time of single-copy reads: {}", factor,
-                reads_clearly_faster ? "the cost model uses that" : "the cost model keeps its constant");
+  if (const SharedCopyTimes times = time_alltoall_copies(comm); times.measured()) {
+    // Every rank sees the same times, so every rank decides the same.
+    const bool decides = measured_factor_decides(times.factor());
+    if (decides) selector.set_shared_copy_factor(times.factor());
+    BAGUA_DEBUG(
+        "alltoall through shared segments took {:.2f}x the time of single-copy reads ({:.1f} against {:.1f} us): {}",
+        times.factor(), times.shm_us, times.single_copy_us,
+        decides ? "the cost model uses that" : "the cost model keeps its constant");
   }
   for (int c = 0; c < static_cast<int>(Collective::kCount); ++c)
     for (size_t bytes = 0; bytes <= (size_t{64} << 20); bytes = bytes == 0 ? 1024 : bytes * 16)

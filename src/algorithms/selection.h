@@ -1,7 +1,7 @@
 // Algorithm selection: a pure function of (collective, bytes, nranks, host layout, configuration, and the
-// cross-memory verdict all ranks agreed on at init), so every rank picks the same. BAGUA_ALGO rules come first;
-// otherwise a latency-bandwidth cost model with constants measured offline on a 2-core host with UCX shared memory
-// (docs/algorithms.md).
+// cross-memory verdict and shared-copy factor that all ranks agreed on at init), so every rank picks the same.
+// BAGUA_ALGO rules come first; otherwise a latency-bandwidth cost model with constants measured offline on a 2-core
+// host with UCX shared memory, and one measured at init (docs/algorithms.md).
 //
 // BAGUA_ALGO grammar:
 //   spec := rule (';' rule)*     rule := collective ':' [range ':'] algorithm (',' range ':' algorithm)*

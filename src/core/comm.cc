@@ -111,17 +111,20 @@ void Comm::abort() {
 }
 
 void Comm::begin_setup_operations(int count) {
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
   if (collective_sequence_ != 0 || count <= 0 || count > static_cast<int>(kStrandedWindow))
     fail(BAGUA_ERR_INTERNAL, "setup operations after the communicator's first call");
   collective_sequence_ = (uint64_t{1} << kTagSequenceBits) - static_cast<uint64_t>(count);
 }
 
 void Comm::forget_setup_operations() {
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
   if (!active_.empty() || collective_sequence_ != (uint64_t{1} << kTagSequenceBits))
     fail(BAGUA_ERR_INTERNAL, "setup operations still in flight, or not as many as announced");
   collective_sequence_ = 0;
   for (int k = 0; k < BAGUA_OPKIND_COUNT; ++k) ops_completed_[k] = bytes_by_op_[k] = 0;
   compute_ns_.store(0, std::memory_order_relaxed);
+  quantized_full_precision_.store(0, std::memory_order_relaxed);
   if (transport_) warm_up_counters_ = transport_->counters();
   recorder_.clear();
 }

@@ -1,0 +1,19 @@
+#!/bin/bash
+# The alltoall calibration at init (docs/algorithms.md, "Measured at init"): mp_init on 2 ranks forms two
+# communicators of one host, and with debug logging each rank logs one calibration line per communicator, the same
+# factor and decision on both ranks of a communicator. Skipped (77) where cross-memory attach is off: no shared
+# segments, nothing to calibrate.
+#   calibration_check.sh BAGUA_RUN MP_INIT
+set -euo pipefail
+run=$1 program=$2
+out=$(BAGUA_LOG_LEVEL=debug "$run" -n 2 "$program" 2>&1) || { echo "$out"; echo "FAIL: mp_init failed"; exit 1; }
+if grep -q "single-copy transfers between host peers: off" <<<"$out"; then
+  echo "SKIP: no cross-memory attach here"
+  exit 77
+fi
+lines=$(grep -o "alltoall through shared segments took [0-9.]*x the time of single-copy reads ([0-9. a-z]*): [a-z ]*" <<<"$out" || true)
+echo "$lines"
+[ "$(wc -l <<<"$lines")" = 4 ] || { echo "FAIL: expected 4 calibration lines (2 ranks x 2 communicators)"; exit 1; }
+# Two distinct lines at most: one per communicator, each logged identically by both ranks.
+[ "$(sort <<<"$lines" | uniq -c | awk '$1 % 2 != 0' | wc -l)" = 0 ] || { echo "FAIL: the ranks disagree"; exit 1; }
+echo "ok"
