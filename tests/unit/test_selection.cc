@@ -54,6 +54,54 @@ TEST_CASE(
   CHECK(shared_segment_slot_bytes(100000) == 4096u);
 }
 
+TEST_CASE("a forced direct allreduce falls back to the model without cross-memory attach", "[selection]") {
+  const HostLayout one_host = {{0, 1}};
+  AlgorithmSelector forced("allreduce:direct");
+  CHECK(forced.choose(Collective::kAllreduce, 1024, 2, one_host) ==
+        forced.model_choice(Collective::kAllreduce, 1024, 2, one_host));
+  CHECK(chosen(forced, Collective::kAllreduce, 1024, 2, one_host) != "direct");
+  AlgorithmSelector forced_cma("allreduce:direct", 1.25, true);
+  CHECK(chosen(forced_cma, Collective::kAllreduce, 1024, 2, one_host) == "direct");
+}
+
+TEST_CASE("the registry: unique names, a row for every collective that runs anywhere", "[selection]") {
+  for (int ci = 0; ci < static_cast<int>(Collective::kCount); ++ci) {
+    auto c = static_cast<Collective>(ci);
+    INFO(collective_name(c));
+    std::set<std::string> names;
+    for (Algorithm a : algorithms_of(c)) {
+      CHECK(a->collective == c);
+      CHECK(names.insert(a->name).second);
+      CHECK(find_algorithm(c, a->name) == a);
+    }
+    CHECK_FALSE(names.empty());
+    CHECK(find_algorithm(c, "no_such_algorithm") == nullptr);
+    AlgorithmSelector selector("");
+    for (int n : {1, 2, 3, 5, 8})
+      for (size_t bytes : {size_t(0), size_t(4096), size_t(64) << 20}) CHECK(selector.choose(c, bytes, n) != nullptr);
+  }
+}
+
+TEST_CASE("BAGUA_ALGO names an algorithm of that collective, or init says which exist", "[selection]") {
+  CHECK(chosen(AlgorithmSelector("allgather:ring"), Collective::kAllgather, 1 << 20, 4, {}) == "ring");
+  try {
+    AlgorithmSelector("barrier:ring");
+    FAIL("barrier:ring was accepted");
+  } catch (const Error& e) {
+    CHECK(e.status() == BAGUA_ERR_INVALID_USAGE);
+    CHECK_THAT(e.what(), Catch::Contains("BAGUA_ALGO") && Catch::Contains("dissemination"));
+  }
+}
+
+TEST_CASE("byte sizes past size_t are malformed, not undefined (found by fuzz_algo_spec)", "[selection]") {
+  size_t out = 7;
+  CHECK_FALSE(parse_byte_size("1e30K", &out));
+  CHECK_FALSE(parse_byte_size("17179869184G", &out));  // 2^64 bytes
+  CHECK(out == 7);
+  CHECK(parse_byte_size("16777215G", &out));
+  CHECK_THROWS_AS(AlgorithmSelector("allreduce:1e300-:ring"), Error);
+}
+
 TEST_CASE("the measured shared_copy_factor decides between shared segments and single-copy reads", "[selection]") {
   const HostLayout one_host = {{0, 1}}, four = {{0, 1, 2, 3}};
   // Only a clear verdict for single-copy reads replaces the offline constant (0.5, which keeps shm).
