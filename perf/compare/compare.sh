@@ -1,10 +1,12 @@
 #!/bin/bash
 # Allreduce busbw of bagua, Open MPI and Gloo on this host, in one go: 2 ranks (or $NP), float sum, in place,
-# 4 KiB to 64 MiB. COLL=alltoall compares bagua_alltoall_perf with MPI_Alltoall instead (no Gloo column). Five alternating rounds ($ROUNDS); the table shows per-size medians and ratios. Each run is
-# nccl-tests' default sweep right after init: 5 warm-up and 20 timed iterations per size ($ITERS), so a slow
-# start shows. WRITTEN=1 writes each input before every call and times the calls alone, in every tool: what an
-# application's freshly computed data costs (a single-copy read then fetches lines dirty in the writer's cache),
-# where the default, as in nccl-tests, sends the same clean buffer over and over. Open MPI runs unbound (--bind-to none); bagua-run gives each rank its own cores (--bind auto).
+# 4 KiB to 64 MiB. COLL=alltoall compares bagua_alltoall_perf with MPI_Alltoall instead (no Gloo column). Five
+# alternating rounds ($ROUNDS); the table shows per-size medians and ratios. Each run is nccl-tests' default sweep
+# right after init: 5 warm-up and 20 timed iterations per size ($ITERS), so a slow start shows. WRITTEN=1 writes
+# each input before every call and times the calls alone, in every tool: what an application's freshly computed
+# data costs (a single-copy read then fetches lines dirty in the writer's cache), where the default, as in
+# nccl-tests, sends the same clean buffer over and over. Open MPI runs unbound (--bind-to none); bagua-run gives
+# each rank its own cores (--bind auto).
 #   perf/compare/compare.sh [build-dir]
 set -euo pipefail
 BUILD=${1:-build}
