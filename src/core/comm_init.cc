@@ -178,7 +178,7 @@ void Comm::warm_up(Deadline deadline) {
   // 1.7 ms, against 3-4 faults and 0.4 ms now, for the same time in init. Holding more messages in phase 1 took
   // 10 ms more and left 2 faults.
   const int kHeldMessages = 16, kEagerRounds = 32;
-  const size_t below_single_copy = config_.single_copy_bytes - 1;
+  const size_t below_single_copy = std::max(config_.single_copy_bytes, kEagerSingleCopyMin) - 1;  // eager sends
   const size_t held_bytes = std::min<size_t>(32 << 10, below_single_copy);
   const size_t eager_bytes = std::min<size_t>(16 << 10, below_single_copy);
   const size_t large = std::max<size_t>(config_.single_copy_bytes, 64 << 10);

@@ -15,8 +15,9 @@ struct Config {
   std::string algo;                       // BAGUA_ALGO, used by algorithm selection
   size_t ring_segment_bytes = 512 << 10;  // BAGUA_RING_SEGMENT: pipelined ring message size
   int ring_window = 4;                    // BAGUA_RING_WINDOW: ring segments in flight
-  size_t single_copy_bytes = 64 << 10;
-  // BAGUA_SINGLE_COPY_MIN: smallest message read directly between host peers
+  size_t single_copy_bytes = 16 << 10;
+  // BAGUA_SINGLE_COPY_MIN: smallest message read directly between host peers (pipelined kEager sends: at least
+  // kEagerSingleCopyMin)
   double inter_host_gbps = 1.25;  // BAGUA_INTER_HOST_GBPS: link between hosts, for algorithm selection
   // BAGUA_QUANTIZED_MIN_BYTES: a quantized allreduce below this many input bytes sends full precision; -1: the cost
   // model's sizes (CostModel::quantized_min_bytes_*)

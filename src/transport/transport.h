@@ -40,12 +40,17 @@ struct TransportCounters {
   uint64_t messages_received = 0;
 };
 
-// How a send may travel. kEager: the message belongs to a pipeline that waits on each piece; send it without
-// a rendezvous handshake when it is at most kEagerMostBytes (a handshake is a round trip through the link's
-// queue and the peer's progress). kDefault leaves the choice to the transport (rendezvous above a few KiB,
-// which avoids copies).
-enum class SendMode { kDefault, kEager };
+// How a send may travel. Between ranks of one host, messages from the transport's single-copy threshold
+// (BAGUA_SINGLE_COPY_MIN) up are read from the sender's memory by the receiver (single copy), which then
+// acknowledges them.
+// - kDefault: single copy from the threshold; below it the transport chooses (UCX: rendezvous above 8 KiB).
+// - kEager: the message belongs to a pipeline that waits on each piece: sent without a handshake up to
+//   kEagerMostBytes (a handshake is a round trip through the link's queue and the peer's progress), and by single
+//   copy only from kEagerSingleCopyMin, since a single-copy send completes only once the receiver has read it.
+// - kEagerOrSingleCopy: single copy from the threshold, eagerly below it; never UCX's rendezvous handshake.
+enum class SendMode { kDefault, kEager, kEagerOrSingleCopy };
 constexpr size_t kEagerMostBytes = 2 << 20;
+constexpr size_t kEagerSingleCopyMin = 64 << 10;
 
 class Transport {
  public:

@@ -27,7 +27,9 @@ bool matches(const std::vector<int32_t>& buf, int from, int to, int k) {
 
 void ring(bagua_comm_t comm) {
   int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
-  for (size_t count : {size_t(0), size_t(1), size_t(1000), size_t(300000)}) {
+  // 16-64 KiB: the receiver takes either the data or a single-copy header, by the sender's mode.
+  for (size_t count :
+       {size_t(0), size_t(1), size_t(1000), size_t(4096), size_t(10001), size_t(16383), size_t(300000)}) {
     std::vector<int32_t> out(count), in(count, -1);
     fill(out, g_rank, next, 0);
     bagua_request_t rreq, sreq;
@@ -80,7 +82,7 @@ void many_in_flight(bagua_comm_t comm) {
   std::vector<std::vector<int32_t>> out(kMessages), in(kMessages);
   std::vector<bagua_request_t> reqs;
   for (int k = 0; k < kMessages; ++k) {
-    size_t count = k == 7 ? 0 : (k % 8 == 0 ? 262144 : static_cast<size_t>(k) * 37 + 1);
+    size_t count = k == 7 ? 0 : (k % 8 == 0 ? 262144 : static_cast<size_t>(k) * 277 + 1);  // up to 68 KiB
     out[k].resize(count);
     in[k].assign(count, -1);
     fill(out[k], g_rank, next, k);

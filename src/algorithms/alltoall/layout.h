@@ -25,12 +25,13 @@ inline AlltoallLayout alltoall_layout(const CollectiveArgs& a, int n) {
           [=](int) { return block; }};
 }
 
-// Blocks below 64 KiB go eagerly: a rendezvous handshake per block (UCX's default above 8 KiB) waits on the
-// peer's progress, which cost more than the copy it saves (3 ranks on the 2-core VM: 75 us at 64 KiB total
-// against 73 us at 256 KiB, where single-copy takes over). Only while a call's eager blocks stay within 1 MiB per
-// rank: a receiver that has not posted yet buffers them all.
+// Blocks below 64 KiB never take UCX's rendezvous handshake (its default above 8 KiB), which waits on the peer's
+// progress and cost more than the copy it saves (3 ranks on the 2-core VM: 75 us at 64 KiB total against 73 us at
+// 256 KiB): they go eagerly, or by single copy within a host from its threshold (2 ranks, 32 KiB blocks: 6.1-8.0
+// against 8.3-9.9 us eagerly). Only while a call's eager blocks stay within 1 MiB per rank: a receiver that has not
+// posted yet buffers them all.
 inline SendMode alltoall_send_mode(size_t bytes, int nranks) {
-  return bytes < (64 << 10) && bytes * static_cast<size_t>(nranks - 1) <= (1 << 20) ? SendMode::kEager
+  return bytes < (64 << 10) && bytes * static_cast<size_t>(nranks - 1) <= (1 << 20) ? SendMode::kEagerOrSingleCopy
                                                                                     : SendMode::kDefault;
 }
 

@@ -136,6 +136,15 @@ constexpr uint32_t kSingleCopyMagic = 0x414d4342;  // "BCMA"
 constexpr size_t kHeaderBytes = 32;
 constexpr size_t kAckBytes = 8;
 constexpr uint64_t kAckKind = 15;
+// Receive stage of a message that may come as data or as a single-copy header (stage 1 once it is a header).
+constexpr int kDataOrHeader = 3;
+
+bool is_single_copy_header(const void* message, size_t length) {
+  uint32_t magic = 0;
+  if (length != kHeaderBytes) return false;
+  std::memcpy(&magic, message, sizeof magic);
+  return magic == kSingleCopyMagic;
+}
 
 // The acknowledgement goes back to the sender on a tag only that send waits for: the sender's rank and an id
 // unique among its transfers (the data tag alone is not unique across destinations). Its top two bits (the tag
@@ -153,7 +162,7 @@ void* UcxTransport::ucx_send(int peer, uint64_t tag, const void* data, size_t by
   }
   ucp_request_param_t param{};
   // Fast local completion: UCX then sends eagerly up to RNDV_SEND_NBR_THRESH (set to kEagerMostBytes).
-  if (mode == SendMode::kEager) param.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
+  if (mode != SendMode::kDefault) param.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
   ucs_status_ptr_t request = ucp_tag_send_nbx(endpoints_[peer], data, bytes, tag, &param);
   *status = UCS_PTR_IS_ERR(request) ? UCS_PTR_STATUS(request) : UCS_OK;
   return UCS_PTR_IS_PTR(request) ? request : nullptr;
@@ -190,9 +199,8 @@ ucs_status_t UcxTransport::poll_request(void** handle, bool is_recv, size_t* len
   return status;
 }
 
-bool UcxTransport::single_copy(int peer, size_t bytes) const {
-  return bytes >= single_copy_bytes_ && peer != rank_ && peer < static_cast<int>(single_copy_peers_.size()) &&
-         single_copy_peers_[peer];
+bool UcxTransport::single_copy_peer(int peer) const {
+  return peer != rank_ && peer < static_cast<int>(single_copy_peers_.size()) && single_copy_peers_[peer];
 }
 
 void UcxTransport::start(Transfer& transfer, bool is_send, int peer, uint64_t tag, size_t bytes) {
@@ -211,7 +219,8 @@ void UcxTransport::post_send(Transfer& transfer, int peer, uint64_t tag, const v
   ++counters_.messages_sent;
   counters_.bytes_sent += bytes;
   ucs_status_t status;
-  if (single_copy(peer, bytes)) {
+  const size_t single_copy_from = mode == SendMode::kEager ? always_single_copy_bytes() : single_copy_bytes_;
+  if (bytes >= single_copy_from && single_copy_peer(peer)) {
     // Rendezvous: tell the receiver where the data is; it reads it directly and acknowledges.
     uint32_t id = next_ack_id_++;
     Writer w;
@@ -240,9 +249,13 @@ void UcxTransport::post_recv(Transfer& transfer, int peer, uint64_t tag, void* d
   transfer.user_data = data;
   transfer.unmatched_bits = unmatched_bits;
   ucs_status_t status;
-  if (single_copy(peer, bytes)) {
+  if (bytes >= always_single_copy_bytes() && single_copy_peer(peer)) {
     transfer.stage = 1;
     transfer.handle = ucx_recv(tag, transfer.control, kHeaderBytes, &status, unmatched_bits);
+  } else if (bytes >= single_copy_bytes_ && single_copy_peer(peer)) {
+    // The sender's mode decides: the data itself, or a single-copy header (check() tells them apart).
+    transfer.stage = kDataOrHeader;
+    transfer.handle = ucx_recv(tag, data, bytes, &status, unmatched_bits);
   } else {
     transfer.handle = ucx_recv(tag, data, bytes, &status, unmatched_bits);
   }
@@ -382,6 +395,15 @@ void UcxTransport::check(Transfer& transfer) {
     if (ack != UCS_INPROGRESS) return finish(transfer, ack, ack == UCS_OK ? transfer.bytes : 0);
   } else {
     ucs_status_t status = poll_request(&transfer.handle, true, &length, &transfer.sender_tag);
+    if (status == UCS_OK && transfer.stage == kDataOrHeader) {
+      // A data message is never header-sized here: single copy starts well above 32 bytes.
+      if (is_single_copy_header(transfer.user_data, length)) {
+        std::memcpy(transfer.control, transfer.user_data, kHeaderBytes);
+        transfer.stage = 1;
+      } else {
+        transfer.stage = 0;
+      }
+    }
     if (status != UCS_INPROGRESS) {
       if (status == UCS_OK && fail_on_tag_mismatch(transfer)) return;
       if (transfer.stage == 1 && status == UCS_OK) {

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <memory>
 #include <unordered_set>
 
@@ -16,7 +17,8 @@ namespace bagua {
 class UcxTransport : public Transport {
  public:
   // single_copy_bytes: messages at least this large between ranks of one host are read directly from the
-  // sender's memory (once enable_single_copy is called). Must be the same on every rank.
+  // sender's memory (once enable_single_copy is called), kEager ones only from kEagerSingleCopyMin. Must be the
+  // same on every rank.
   UcxTransport(int rank, int nranks, int timeout_ms, size_t single_copy_bytes);
   ~UcxTransport() override;
 
@@ -57,7 +59,9 @@ class UcxTransport : public Transport {
   // A receive whose message carries another call's fingerprint: fail it (true), else false.
   bool fail_on_tag_mismatch(Transfer& transfer);
   void discard_unmatched();
-  bool single_copy(int peer, size_t bytes) const;
+  bool single_copy_peer(int peer) const;
+  // Single-copy sends are taken from this size whatever their mode, so a receive this large expects a header.
+  size_t always_single_copy_bytes() const { return std::max(single_copy_bytes_, kEagerSingleCopyMin); }
   void read_single_copy(Transfer& transfer);
   void close_endpoints(bool graceful);
 
