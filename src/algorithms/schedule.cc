@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "base/error.h"
 #include "base/scratch_cache.h"
@@ -58,21 +57,35 @@ void ScheduleOp::post_round(Transport& transport) {
   const ScheduleContext& ctx = schedule_->context();
   Round& round = schedule_->rounds()[round_];
   transfers_.assign(round.recvs.size() + round.sends.size(), Transfer{});  // within the reserved capacity
-  std::map<int, uint64_t> recv_slot, send_slot;
+  // Messages between two ranks in one round are told apart by their slot: how many came before them to or from the
+  // same peer. Counted per peer in a table of the thread's (no allocation per round), cleared after use.
+  thread_local std::vector<uint8_t> recv_slots, send_slots;
+  if (recv_slots.size() < static_cast<size_t>(ctx.nranks)) {
+    recv_slots.assign(static_cast<size_t>(ctx.nranks), 0);
+    send_slots.assign(static_cast<size_t>(ctx.nranks), 0);
+  }
+  struct ClearSlots {  // also when posting throws: another communicator on this thread uses the tables next
+    const Round& round;
+    ~ClearSlots() {
+      for (const RecvSpec& r : round.recvs) recv_slots[static_cast<size_t>(r.peer)] = 0;
+      for (const SendSpec& s : round.sends) send_slots[static_cast<size_t>(s.peer)] = 0;
+    }
+  } clear_slots{round};
+  auto next_slot = [this](std::vector<uint8_t>& slots, int peer) -> uint64_t {
+    uint8_t& slot = slots[static_cast<size_t>(peer)];
+    if (slot >= 64) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
+    return slot++;
+  };
   size_t t = 0;
   uint64_t base = static_cast<uint64_t>(round_) << 6;
-  for (const RecvSpec& r : round.recvs) {
-    uint64_t slot = recv_slot[r.peer]++;
-    if (slot >= 64) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
-    post_recv(transport, transfers_[t++], r.peer, make_tag(ctx.fingerprint, ctx.sequence, base | slot, r.peer), r.data,
-              r.bytes, ctx.unmatched_bits);
-  }
-  for (const SendSpec& s : round.sends) {
-    uint64_t slot = send_slot[s.peer]++;
-    if (slot >= 64) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
-    post_send(transport, transfers_[t++], s.peer, make_tag(ctx.fingerprint, ctx.sequence, base | slot, ctx.rank),
-              s.data, s.bytes, s.mode);
-  }
+  for (const RecvSpec& r : round.recvs)
+    post_recv(transport, transfers_[t++], r.peer,
+              make_tag(ctx.fingerprint, ctx.sequence, base | next_slot(recv_slots, r.peer), r.peer), r.data, r.bytes,
+              ctx.unmatched_bits);
+  for (const SendSpec& s : round.sends)
+    post_send(transport, transfers_[t++], s.peer,
+              make_tag(ctx.fingerprint, ctx.sequence, base | next_slot(send_slots, s.peer), ctx.rank), s.data, s.bytes,
+              s.mode);
   posted_ = true;
 }
 

@@ -114,10 +114,11 @@ struct ScheduleContext {
   bagua_redop_t op;
   size_t ring_segment_bytes = 512 << 10;
   int ring_window = 4;
-  // Rings visit ranks in this order (ranks of a host next to each other); empty means 0..n-1.
-  std::vector<int> ring_order;
-  // Ranks of each host (hierarchical algorithms); empty means one host.
-  std::vector<std::vector<int>> hosts;
+  // Rings visit ranks in this order (ranks of a host next to each other); empty means 0..n-1. The communicator's
+  // own list, which outlives its calls (a copy per call cost allocations on every call's path).
+  const std::vector<int>* ring_order_list = nullptr;
+  // Ranks of each host (hierarchical algorithms); empty means one host. The communicator's, as above.
+  const std::vector<std::vector<int>>* host_lists = nullptr;
   // For local steps that write into peers' memory: throws when the communicator has failed or been aborted,
   // after taking in the bootstrap ring's failure notices. Empty: no check.
   std::function<void()> check_peers;
@@ -125,13 +126,22 @@ struct ScheduleContext {
   // turn to use it (taken in call order for algorithms that use it).
   SharedSegments* shared_segments = nullptr;
   uint64_t shared_ticket = 0;
-  int ring_position() const { return ring_order.empty() ? rank : position_of(rank); }
-  int ring_rank(int position) const { return ring_order.empty() ? position : ring_order[position]; }
+  const std::vector<int>& ring_order() const {
+    static const std::vector<int> none;
+    return ring_order_list ? *ring_order_list : none;
+  }
+  const std::vector<std::vector<int>>& hosts() const {
+    static const std::vector<std::vector<int>> none;
+    return host_lists ? *host_lists : none;
+  }
+  int ring_position() const { return ring_order().empty() ? rank : position_of(rank); }
+  int ring_rank(int position) const { return ring_order().empty() ? position : ring_order()[position]; }
   int ring_next() const { return ring_rank((ring_position() + 1) % nranks); }
   int ring_prev() const { return ring_rank((ring_position() + nranks - 1) % nranks); }
   int position_of(int r) const {
-    for (int p = 0; p < static_cast<int>(ring_order.size()); ++p)
-      if (ring_order[p] == r) return p;
+    const std::vector<int>& order = ring_order();
+    for (int p = 0; p < static_cast<int>(order.size()); ++p)
+      if (order[p] == r) return p;
     return r;
   }
 };

@@ -3,10 +3,26 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 
 namespace bagua {
 
 using Clock = std::chrono::steady_clock;
+
+// The monotonic clock at the kernel tick's resolution (1-4 ms), read without the timestamp counter: for watchdogs
+// and throttles on the path of every call, which count in milliseconds or more.
+struct CoarseClock {
+  using duration = std::chrono::nanoseconds;
+  using rep = duration::rep;
+  using period = duration::period;
+  using time_point = std::chrono::time_point<CoarseClock>;
+  static constexpr bool is_steady = true;
+  static time_point now() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+  }
+};
 
 class Deadline {
  public:

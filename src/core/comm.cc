@@ -39,7 +39,10 @@ Comm::~Comm() {
 
 DeviceProxy& Comm::device_proxy() {
   std::lock_guard<std::mutex> lock(device_proxy_mutex_);
-  if (!device_proxy_) device_proxy_ = std::make_unique<DeviceProxy>(*this);
+  if (!device_proxy_) {
+    device_proxy_ = std::make_unique<DeviceProxy>(*this);
+    has_device_proxy_.store(true, std::memory_order_release);
+  }
   return *device_proxy_;
 }
 

@@ -155,13 +155,14 @@ class Comm {
   std::unique_ptr<CommAttachment> attachment_;
   std::mutex device_proxy_mutex_;
   std::unique_ptr<DeviceProxy> device_proxy_;
+  std::atomic<bool> has_device_proxy_{false};  // device_proxy_ was made (read on every call without the lock)
 
   // Engine state, used by one thread at a time; abort() takes engine_mutex_ to tear down safely.
   std::timed_mutex engine_mutex_;
   std::vector<Operation*> active_;
   struct Watch {
     uint64_t events = 0;
-    Clock::time_point last_progress;
+    CoarseClock::time_point last_progress;
     bool mismatch_checked = false;  // this stall was checked for a message of another call
   };
   static constexpr int kMismatchCheckMs = 20;
@@ -169,7 +170,7 @@ class Comm {
   uint64_t collective_sequence_ = 0;
   std::vector<uint64_t> send_sequence_;
   std::vector<uint64_t> recv_sequence_;
-  Clock::time_point last_health_check_{};
+  CoarseClock::time_point last_health_check_{};
   uint64_t ops_completed_[BAGUA_OPKIND_COUNT] = {};
   FlightRecorder recorder_;
   std::atomic<bool> trace_written_{false};  // the failure's dump is written once

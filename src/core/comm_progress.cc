@@ -59,7 +59,7 @@ void Comm::progress_all() {
 
 void Comm::check_health_throttled() {
   // One poll() per millisecond at most: the bootstrap ring reports a dead neighbour or a relayed failure.
-  Clock::time_point now = Clock::now();
+  CoarseClock::time_point now = CoarseClock::now();
   if (now - last_health_check_ < std::chrono::milliseconds(1)) return;
   last_health_check_ = now;
   try {
@@ -84,7 +84,7 @@ void Comm::check_peers_now() {
 void Comm::check_watchdog(Operation& op) {
   for (auto& [watched, watch] : watches_) {
     if (watched != &op) continue;
-    Clock::time_point now = Clock::now();
+    CoarseClock::time_point now = CoarseClock::now();
     if (op.events() != watch.events || !op.watched()) {
       watch.events = op.events();
       watch.last_progress = now;
@@ -112,10 +112,7 @@ void Comm::check_watchdog(Operation& op) {
 // order, so once this call has received from a peer, that peer's earlier messages are all here.
 void Comm::check_stranded_messages(const Operation& op) {
   if (!config_.fingerprints || op.collective_sequence() < 0 || !active_.empty() || !transport_) return;
-  {
-    std::lock_guard<std::mutex> lock(device_proxy_mutex_);
-    if (device_proxy_) return;  // device calls take their sequence numbers before they start
-  }
+  if (has_device_proxy_.load(std::memory_order_acquire)) return;  // device calls take their numbers before they start
   uint64_t sender_tag = 0;
   if (!transport_->find_unmatched(uint64_t{2} << 62, kTagSpaceMask, &sender_tag)) return;
   const uint64_t behind = (static_cast<uint64_t>(op.collective_sequence()) - tag_sequence(sender_tag)) & 0xfffu;
@@ -134,7 +131,7 @@ void Comm::start(Operation& op) {
   check_stranded_messages(op);
   op.set_trace_id(recorder_.begin(op.kind(), op.description()));
   active_.push_back(&op);
-  watches_.push_back({&op, Watch{op.events(), Clock::now()}});
+  watches_.push_back({&op, Watch{op.events(), CoarseClock::now()}});
   progress_all();
   if (op.state() == Operation::State::kDone) check_stranded_messages(op);
 }

@@ -12,7 +12,7 @@ namespace {
 std::unique_ptr<Schedule> allgather_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   Place me = place_of(ctx, ctx.rank);
-  const std::vector<int>& host = ctx.hosts[me.host];
+  const std::vector<int>& host = ctx.hosts()[me.host];
   std::vector<int> leader_of = leaders(ctx, -1);
   const int leader = leader_of[me.host];
   BlockLayout blocks = BlockLayout::uniform(a.count, ctx.nranks, a.dtype);
@@ -33,9 +33,9 @@ std::unique_ptr<Schedule> allgather_hierarchical(const CollectiveArgs& a, const 
   {
     Round& round = s->round();
     if (ctx.rank == leader) {
-      for (size_t h = 0; h < ctx.hosts.size(); ++h) {
+      for (size_t h = 0; h < ctx.hosts().size(); ++h) {
         if (static_cast<int>(h) == me.host) continue;
-        for (int r : ctx.hosts[h]) round.recvs.push_back({leader_of[h], out + blocks.offset_bytes(r), block});
+        for (int r : ctx.hosts()[h]) round.recvs.push_back({leader_of[h], out + blocks.offset_bytes(r), block});
         for (int r : host) round.sends.push_back({leader_of[h], out + blocks.offset_bytes(r), block});
       }
     }

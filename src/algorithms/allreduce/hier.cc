@@ -13,8 +13,8 @@ namespace {
 std::unique_ptr<Schedule> allreduce_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   Place me = place_of(ctx, ctx.rank);
-  const std::vector<int>& host = ctx.hosts[me.host];
-  const int L = static_cast<int>(host.size()), H = static_cast<int>(ctx.hosts.size());
+  const std::vector<int>& host = ctx.hosts()[me.host];
+  const int L = static_cast<int>(host.size()), H = static_cast<int>(ctx.hosts().size());
   auto* out = static_cast<uint8_t*>(a.recvbuf);
   const auto* in = static_cast<const uint8_t*>(a.sendbuf);
   BlockLayout blocks = BlockLayout::balanced(a.count, L, a.dtype);
@@ -22,7 +22,7 @@ std::unique_ptr<Schedule> allreduce_hierarchical(const CollectiveArgs& a, const 
   group_reduce_scatter(*s, host, me.local, blocks, in, out + blocks.offset_bytes(me.local), L - 1);
   // 2. Allreduce of block l across hosts, among the ranks with local index l (a rail).
   std::vector<int> rail;
-  for (const auto& h : ctx.hosts) rail.push_back(h[me.local]);
+  for (const auto& h : ctx.hosts()) rail.push_back(h[me.local]);
   const size_t rail_start = s->rounds().size();
   // Pipelined: on the test bed (2x2, 1 Gbit/s) it took the rail form from 246 to 185 ms at 16 MiB, while
   // it slowed the leader form (168 to 232 ms), which therefore stays unpipelined.

@@ -13,7 +13,7 @@ namespace {
 std::unique_ptr<Schedule> allreduce_hierarchical_leader(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   Place me = place_of(ctx, ctx.rank);
-  const std::vector<int>& host = ctx.hosts[me.host];
+  const std::vector<int>& host = ctx.hosts()[me.host];
   std::vector<int> leader_of = leaders(ctx, -1);
   const int leader = leader_of[me.host];
   size_t bytes = a.count * datatype_size(a.dtype);
@@ -21,7 +21,7 @@ std::unique_ptr<Schedule> allreduce_hierarchical_leader(const CollectiveArgs& a,
   // 1. Reduce to the leader: one round of direct sends, combined in local-rank order.
   reduce_to_leader(*s, ctx, leader, host, a.sendbuf, out, a.count, bytes);
   // 2. Ring allreduce among the leaders (the others wait in empty rounds).
-  const int H = static_cast<int>(ctx.hosts.size());
+  const int H = static_cast<int>(ctx.hosts().size());
   if (ctx.rank == leader) {
     group_allreduce(*s, leader_of, me.host, out, a.count, a, false);
   } else {

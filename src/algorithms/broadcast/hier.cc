@@ -13,13 +13,13 @@ namespace {
 std::unique_ptr<Schedule> broadcast_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   Place me = place_of(ctx, ctx.rank);
-  const std::vector<int>& host = ctx.hosts[me.host];
+  const std::vector<int>& host = ctx.hosts()[me.host];
   std::vector<int> leader_of = leaders(ctx, a.root);
   const int leader = leader_of[me.host];
   size_t bytes = a.count * datatype_size(a.dtype);
   auto* buf = static_cast<uint8_t*>(a.recvbuf);
   if (ctx.rank == a.root) s->prologue().push_back(copy_step(buf, a.sendbuf, bytes));
-  const int H = static_cast<int>(ctx.hosts.size());
+  const int H = static_cast<int>(ctx.hosts().size());
   int root_host = place_of(ctx, a.root).host;
   int vr = binomial::relative(me.host, root_host, H);
   for (int i = 0; i < binomial::ceil_log2(H); ++i) {

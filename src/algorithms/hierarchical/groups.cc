@@ -9,9 +9,9 @@
 namespace bagua {
 
 Place place_of(const ScheduleContext& ctx, int rank) {
-  for (int h = 0; h < static_cast<int>(ctx.hosts.size()); ++h)
-    for (int l = 0; l < static_cast<int>(ctx.hosts[h].size()); ++l)
-      if (ctx.hosts[h][l] == rank) return {h, l};
+  for (int h = 0; h < static_cast<int>(ctx.hosts().size()); ++h)
+    for (int l = 0; l < static_cast<int>(ctx.hosts()[h].size()); ++l)
+      if (ctx.hosts()[h][l] == rank) return {h, l};
   return {};
 }
 
@@ -132,7 +132,7 @@ void group_allreduce(Schedule& s, const std::vector<int>& group, int me, uint8_t
 // Leader of each host: the first rank, or `root` on the root's host.
 std::vector<int> leaders(const ScheduleContext& ctx, int root) {
   std::vector<int> out;
-  for (const auto& h : ctx.hosts)
+  for (const auto& h : ctx.hosts())
     out.push_back(root >= 0 && std::find(h.begin(), h.end(), root) != h.end() ? root : h.front());
   return out;
 }

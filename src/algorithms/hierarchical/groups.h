@@ -24,8 +24,8 @@ namespace bagua {
 inline bool on_several_hosts(int, const HostLayout& hosts) { return hosts.size() >= 2; }
 
 struct Place {
-  int host = 0;   // index into ctx.hosts
-  int local = 0;  // index into ctx.hosts[host]
+  int host = 0;   // index into ctx.hosts()
+  int local = 0;  // index into ctx.hosts()[host]
 };
 
 Place place_of(const ScheduleContext& ctx, int rank);

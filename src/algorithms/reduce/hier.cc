@@ -13,11 +13,11 @@ namespace {
 std::unique_ptr<Schedule> reduce_hierarchical(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   Place me = place_of(ctx, ctx.rank);
-  const std::vector<int>& host = ctx.hosts[me.host];
+  const std::vector<int>& host = ctx.hosts()[me.host];
   std::vector<int> leader_of = leaders(ctx, a.root);
   const int leader = leader_of[me.host];
   size_t bytes = a.count * datatype_size(a.dtype);
-  const int H = static_cast<int>(ctx.hosts.size());
+  const int H = static_cast<int>(ctx.hosts().size());
   // Leaders accumulate in recvbuf (the root) or scratch.
   uint8_t* acc =
       ctx.rank == a.root ? static_cast<uint8_t*>(a.recvbuf) : (ctx.rank == leader ? s->scratch(bytes) : nullptr);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <set>
@@ -119,8 +120,8 @@ void* driver_entry(const char* symbol) {
 // memory, and asking cudart would start CUDA: about 120 us without a driver, and after it a forked child can no
 // longer use CUDA. Once loaded it stays loaded. The loaded objects are listed without touching the file system
 // (dlopen with RTLD_NOLOAD still searches the library path: hundreds of failed opens, up to a millisecond, where no
-// driver is installed), and a "not loaded" answer is reused for 1 ms: device memory needs a CUDA context, which
-// takes far longer than that to create after the driver is loaded.
+// driver is installed), and a "not loaded" answer is reused for 1 ms or one tick of the coarse clock (up to 4 ms):
+// device memory needs a CUDA context, which takes far longer than that to create after the driver is loaded.
 bool driver_in_process() {
   auto is_driver = [](struct dl_phdr_info* info, size_t, void*) -> int {
     return info->dlpi_name != nullptr && std::strstr(info->dlpi_name, "libcuda.so") != nullptr ? 1 : 0;
@@ -132,8 +133,9 @@ bool driver_loaded() {
   static std::atomic<bool> loaded{false};
   static std::atomic<int64_t> asked_at_ns{INT64_MIN / 2};
   if (loaded.load(std::memory_order_relaxed)) return true;
-  int64_t now =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  timespec ts{};  // the coarse clock: a few ns, where this runs twice in every call
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  const int64_t now = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
   if (now - asked_at_ns.load(std::memory_order_relaxed) < 1000000) return false;
   bool in_process = driver_in_process();
   asked_at_ns.store(now, std::memory_order_relaxed);
