@@ -9,7 +9,7 @@ namespace bagua {
 
 using Clock = std::chrono::steady_clock;
 
-// The monotonic clock at the kernel tick's resolution (1-4 ms), read without the timestamp counter: for watchdogs
+// The monotonic clock at the kernel tick's resolution (1-10 ms), read without the timestamp counter: for watchdogs
 // and throttles on the path of every call, which count in milliseconds or more.
 struct CoarseClock {
   using duration = std::chrono::nanoseconds;

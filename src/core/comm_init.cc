@@ -163,16 +163,16 @@ void Comm::warm_up(Deadline deadline) {
     return make_tag(kind_only_fingerprint(TagKind::kWarmUp), static_cast<uint64_t>(round), 0, source);
   };
 
-  // Two phases, with eager messages (below the single-copy threshold); the contents do not matter, and one receive
-  // buffer serves all receives.
+  // Two phases, with eager messages (SendMode::kEager, which stays eager below 64 KiB whatever the single-copy
+  // threshold); the contents do not matter, and one receive buffer serves all receives.
   // 1. Messages of four fragments, to the peers on this host, that arrive before their receives, as the blocks of
   //    an alltoall often do: kHeldMessages in all (a FIFO's worth of fragments), shared out among those peers. A
   //    receiver keeps each such fragment's slot of its shared-memory FIFO (one FIFO of 64 for all its senders) and puts
   //    a fresh one in its place. A marker sent after them says they have all arrived (messages between two ranks stay
   //    in order); then the receives are posted.
   // 2. kEagerRounds messages of two fragments to every peer, whose receives are posted first, so that each sender
-  //    writes every page of every slot now in its peers' FIFOs (64 fragments); then one message at the single-copy
-  //    threshold (skipped when that is above 2 MiB, a way to turn single copy off).
+  //    writes every page of every slot now in its peers' FIFOs (64 fragments); then one single-copy message of the
+  //    threshold or 64 KiB, whichever is larger (skipped when that is above 2 MiB, a way to turn single copy off).
   // A first touch of a shared page faults, and on the development VM a fault costs 20-60 us: with 128 messages of
   // 4 KiB here and nothing else, the first 24 operations of a 64 KiB alltoall on 2 ranks took about 20 faults and
   // 1.7 ms, against 3-4 faults and 0.4 ms now, for the same time in init. Holding more messages in phase 1 took

@@ -120,7 +120,7 @@ void* driver_entry(const char* symbol) {
 // memory, and asking cudart would start CUDA: about 120 us without a driver, and after it a forked child can no
 // longer use CUDA. Once loaded it stays loaded. The loaded objects are listed without touching the file system
 // (dlopen with RTLD_NOLOAD still searches the library path: hundreds of failed opens, up to a millisecond, where no
-// driver is installed), and a "not loaded" answer is reused for 1 ms or one tick of the coarse clock (up to 4 ms):
+// driver is installed), and a "not loaded" answer is reused for 1 ms or one tick of the coarse clock (up to 10 ms):
 // device memory needs a CUDA context, which takes far longer than that to create after the driver is loaded.
 bool driver_in_process() {
   auto is_driver = [](struct dl_phdr_info* info, size_t, void*) -> int {

@@ -395,9 +395,11 @@ void UcxTransport::check(Transfer& transfer) {
     if (ack != UCS_INPROGRESS) return finish(transfer, ack, ack == UCS_OK ? transfer.bytes : 0);
   } else {
     ucs_status_t status = poll_request(&transfer.handle, true, &length, &transfer.sender_tag);
-    if (status == UCS_OK && transfer.stage == kDataOrHeader) {
-      // A data message is never header-sized here: single copy starts well above 32 bytes.
-      if (is_single_copy_header(transfer.user_data, length)) {
+    if (status == UCS_OK && (transfer.stage == kDataOrHeader || transfer.stage == 0)) {
+      // A header where data was expected: a single-copy send of this size (data of a size this large is never
+      // header-sized: single copy starts at 1 KiB or more), or on a plain receive, of another size, which then
+      // fails as a size mismatch but still releases its sender.
+      if (transfer.bytes != kHeaderBytes && is_single_copy_header(transfer.user_data, length)) {
         std::memcpy(transfer.control, transfer.user_data, kHeaderBytes);
         transfer.stage = 1;
       } else {
