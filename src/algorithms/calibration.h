@@ -18,9 +18,11 @@ struct SharedCopyTimes {
 // allreduce on every rank (collective), which the caller never sees (Comm::begin_setup_operations).
 SharedCopyTimes time_alltoall_copies(Comm& comm);
 
-// Whether a measured factor replaces the cost model's offline one. Only a clear verdict for single-copy reads does
-// (shm taking 1.5-4x their time): near the tie the ratio goes either way from run to run (ranks sharing cores),
-// and the algorithm should not change between runs of the same job; above 4 a core probably stalled.
+// Whether a measured factor replaces the cost model's offline one. Only a verdict for single-copy reads does (shm
+// taking 1.1-4x their time): below, shm was at least as fast, and the offline 0.5 chooses it as the measurement
+// would; above 4 a core probably stalled. Where ranks share cores the model then keeps shm for small alltoalls
+// (CostModel::shared_cores_round_us), so a factor near 1.1 moves the switch to direct to larger sizes instead of
+// to every size.
 bool measured_factor_decides(double factor);
 
 }  // namespace bagua

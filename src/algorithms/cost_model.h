@@ -26,6 +26,12 @@ struct CostModel {
   double peer_memory_setup_us = 10.0;  // the peer_memory algorithms' rounds beyond two (not the direct allreduce's):
                                        // their floor was 16-24 us at 4 KiB on 2 ranks, where 2 alpha is 5
   double shared_copy_factor = 0.5;     // alltoall through shared segments: time per byte against a single-copy read
+  // Where ranks outnumber cores, each alltoall message of direct and pairwise waits until its peer runs (to read a
+  // single-copy block, or to take an eager one): extra per round against shm (3 and 4 ranks on 2 cores: 16 KiB in
+  // all 10.8 against shm's 9.2 us, 64 KiB 19.8 against 16.0 and 27.1 against 22.8; docs/algorithms.md, "Measured at
+  // init").
+  double shared_cores_round_us = 4.0;
+  bool ranks_share_cores = false;  // this communicator's ranks outnumber their cores (set from the communicator)
   // A quantized allreduce of fewer input bytes sends full precision: below these sizes its extra rounds and
   // compression cost more than the bytes it saves (bagua_quantized_perf, docs/relaxations.md). Within one host
   // (shared memory) and across hosts (1 Gbit/s test bed). BAGUA_QUANTIZED_MIN_BYTES overrides both.

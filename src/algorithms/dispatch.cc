@@ -252,6 +252,7 @@ const AlgorithmSelector& selector_of(Comm& comm) {
 void prepare_selection(Comm& comm) {
   selector_of(comm);
   AlgorithmSelector& selector = static_cast<SelectorAttachment*>(comm.attachment())->selector;
+  selector.set_ranks_share_cores(comm.ranks_outnumber_cores());
   if (const SharedCopyTimes times = time_alltoall_copies(comm); times.measured()) {
     // Every rank sees the same times, so every rank decides the same.
     const bool decides = measured_factor_decides(times.factor());

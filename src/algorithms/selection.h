@@ -33,6 +33,8 @@ class AlgorithmSelector {
   const CostModel& model() const { return model_; }
   // A constant measured when the communicator was made and agreed by its ranks (algorithms/calibration.h).
   void set_shared_copy_factor(double factor) { model_.shared_copy_factor = factor; }
+  // Whether the communicator's ranks outnumber their cores: the same on every rank.
+  void set_ranks_share_cores(bool share) { model_.ranks_share_cores = share; }
 
  private:
   struct Rule {

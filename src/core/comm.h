@@ -102,6 +102,9 @@ class Comm {
   void count_quantized_full_precision() { quantized_full_precision_.fetch_add(1, std::memory_order_relaxed); }
   // Whether every rank of each host can read and write its host peers' memory (agreed by all ranks at init).
   bool cross_memory() const { return cross_memory_; }
+  // The ranks on this communicator's machine outnumber the cores they may use between them (the same on every
+  // rank of a one-host communicator: computed from what every rank announced at init).
+  bool ranks_outnumber_cores() const { return ranks_outnumber_cores_; }
   // Shared memory between the ranks of a one-host communicator (transport/shared_segments.h); nullptr when the
   // communicator spans hosts, has one rank, or cross_memory() is false.
   SharedSegments* shared_segments() const { return shared_segments_.get(); }
@@ -151,6 +154,7 @@ class Comm {
   std::atomic<bool> shrink_stop_{false};  // set by abort(): a running shrink gives up
   std::unique_ptr<Transport> transport_;
   bool cross_memory_ = false;
+  bool ranks_outnumber_cores_ = false;
   std::unique_ptr<SharedSegments> shared_segments_;
   std::unique_ptr<CommAttachment> attachment_;
   std::mutex device_proxy_mutex_;

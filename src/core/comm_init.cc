@@ -278,6 +278,7 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
     ++machine_ranks;
   }
   if (CPU_COUNT(&machine_cores) > 0 && machine_ranks > CPU_COUNT(&machine_cores)) {
+    comm->ranks_outnumber_cores_ = true;
     Backoff::set_oversubscribed();
     BAGUA_DEBUG("{} ranks on this machine share {} cores: waits yield the core at once", machine_ranks,
                 CPU_COUNT(&machine_cores));

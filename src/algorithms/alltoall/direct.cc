@@ -26,7 +26,7 @@ std::unique_ptr<Schedule> alltoall_direct(const CollectiveArgs& a, const Schedul
 // Every block at once congests links between hosts (the 1.2); within a host single-copy reads share memory
 // bandwidth either way, and direct was as fast as pairwise or faster at every size (3 ranks, 1-64 MiB).
 double cost(const CostTerms& t) {
-  return t.alpha + (t.n - 1) * t.delta + t.frac * t.m * (t.H > 1 ? 1.2 : 1.0) * t.beta;
+  return t.alpha + (t.n - 1) * t.delta + alltoall_shared_cores_us(t) + t.frac * t.m * (t.H > 1 ? 1.2 : 1.0) * t.beta;
 }
 
 }  // namespace

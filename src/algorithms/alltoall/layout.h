@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "algorithms/collective_args.h"
+#include "algorithms/cost_model.h"
 #include "algorithms/schedule.h"
 #include "kernels/dtype.h"
 
@@ -33,6 +34,12 @@ inline AlltoallLayout alltoall_layout(const CollectiveArgs& a, int n) {
 inline SendMode alltoall_send_mode(size_t bytes, int nranks) {
   return bytes < (64 << 10) && bytes * static_cast<size_t>(nranks - 1) <= (1 << 20) ? SendMode::kEagerOrSingleCopy
                                                                                     : SendMode::kDefault;
+}
+
+// Modelled wait of a round of alltoall messages where the ranks of one host outnumber their cores (the
+// shared-segment algorithm it competes with needs one host).
+inline double alltoall_shared_cores_us(const CostTerms& t) {
+  return t.H <= 1 && t.model.ranks_share_cores ? t.model.shared_cores_round_us : 0.0;
 }
 
 // The blocks of a call, with this rank's own block already copied in the schedule's prologue.

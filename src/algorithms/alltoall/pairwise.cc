@@ -21,7 +21,7 @@ std::unique_ptr<Schedule> alltoall_pairwise(const CollectiveArgs& a, const Sched
   return s;
 }
 
-double cost(const CostTerms& t) { return (t.n - 1) * t.alpha + t.frac * t.m * t.beta; }
+double cost(const CostTerms& t) { return (t.n - 1) * (t.alpha + alltoall_shared_cores_us(t)) + t.frac * t.m * t.beta; }
 
 }  // namespace
 
