@@ -6,8 +6,9 @@
 
 namespace bagua {
 
-// An alltoall through shared segments (two copies) and one by single-copy reads: the slowest rank's fastest time of
-// each, the same on every rank. Their ratio is a candidate for CostModel::shared_copy_factor.
+// An alltoall through shared segments (two copies) and one by single-copy reads: for each, the slowest rank's
+// fastest mean of two calls in a row, the same on every rank. Their ratio is a candidate for
+// CostModel::shared_copy_factor.
 struct SharedCopyTimes {
   double shm_us = 0;
   double single_copy_us = 0;

@@ -1,5 +1,6 @@
 // Algorithm selection: a pure function of (collective, bytes, nranks, host layout, configuration, and the
-// cross-memory verdict and shared-copy factor that all ranks agreed on at init), so every rank picks the same.
+// cross-memory verdict, shared-copy factor and ranks-share-cores fact that all ranks agreed on at init), so every
+// rank picks the same.
 // BAGUA_ALGO rules come first; otherwise a latency-bandwidth cost model with constants measured offline on a 2-core
 // host with UCX shared memory, and one measured at init (docs/algorithms.md).
 //

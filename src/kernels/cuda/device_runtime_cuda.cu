@@ -10,12 +10,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "base/deadline.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -133,9 +133,8 @@ bool driver_loaded() {
   static std::atomic<bool> loaded{false};
   static std::atomic<int64_t> asked_at_ns{INT64_MIN / 2};
   if (loaded.load(std::memory_order_relaxed)) return true;
-  timespec ts{};  // the coarse clock: a few ns, where this runs twice in every call
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  const int64_t now = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  // The coarse clock: a few ns, where this runs twice in every call.
+  const int64_t now = CoarseClock::now().time_since_epoch().count();
   if (now - asked_at_ns.load(std::memory_order_relaxed) < 1000000) return false;
   bool in_process = driver_in_process();
   asked_at_ns.store(now, std::memory_order_relaxed);
