@@ -8,7 +8,8 @@
 // The leader is the lowest rank not known dead (its connection refused or closed) nor silent for the grace period
 // (every rank sends a heartbeat to its peers). A leader whose phase stalls for the grace period starts a higher
 // ballot. Both steps need a majority of the old ranks, so under a network partition only
-// a side holding a majority decides, and no two ranks ever return different members.
+// a side holding a majority decides, and no two ranks ever return different members. bagua_comm_shrink runs it
+// twice: the old ranks on the survivors, then the new members on whether each of them formed the new communicator.
 #pragma once
 
 #include <atomic>
@@ -23,7 +24,7 @@ namespace bagua {
 
 struct AgreementMember {
   int old_rank = -1;
-  Bytes payload;  // what that rank contributed (for shrink: its listener for the new communicator's ring)
+  Bytes payload;  // what that rank contributed (the survivors: its new listener; the formation: whether it formed)
 };
 
 struct AgreementParams {

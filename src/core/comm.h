@@ -25,6 +25,8 @@
 
 namespace bagua {
 
+struct AgreementParams;
+
 // How a rank finds the rendezvous root.
 struct RootLocation {
   SockAddr address;       // used when root_file is empty
@@ -137,6 +139,10 @@ class Comm {
 
  private:
   Comm();
+  // shrink's second agreement, among the new members (indexes into `members`, the old ranks), on whether each one
+  // formed the new communicator: "" when every one did, else which did not.
+  std::string agree_on_formation(const std::vector<int>& members, int new_rank, const AgreementParams& survivors,
+                                 bool formed, Deadline deadline);
 
   int rank_ = 0;
   int nranks_ = 1;

@@ -429,19 +429,57 @@ std::unique_ptr<Comm> Comm::shrink() {
              nranks_, new_rank, members.size());
   // The ranks decide within milliseconds of each other, so they share this deadline.
   const Deadline formation_deadline = op_deadline();
+  std::unique_ptr<Comm> formed;
+  std::string formation_error;
+  bagua_status_t formation_status = BAGUA_SUCCESS;
   try {
-    return form(new_rank, table, std::move(listener), secret_, config_, formation_deadline);
+    formed = form(new_rank, table, std::move(listener), secret_, config_, formation_deadline);
   } catch (const Error& e) {
     // Ranks see a failed formation at different times: at once (an unreachable member) or at the deadline (a member
-    // that went silent). Failing together at the deadline lets their next shrinks start together, instead of the
+    // that went silent). Going on together at the deadline lets their next shrinks start together, instead of the
     // first rank's agreement timing out before the others arrive.
+    formation_status = e.status();
+    formation_error = e.what();
     while (!formation_deadline.expired() && !shrink_stop_.load())
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    fail(e.status(),
-         "forming the new communicator of old rank(s) {} failed (a member died after the agreement?); call "
-         "bagua_comm_shrink again to go on without it: {}",
-         kept_text, e.what());
   }
+  // A cut that lands as the formation completes lets some members form it and others not: the members agree on the
+  // outcome and keep the new communicator only if every one of them formed it.
+  std::string not_kept;
+  try {
+    not_kept = agree_on_formation(kept, new_rank, params, formed != nullptr,
+                                  Deadline(formation_deadline.when() + std::chrono::milliseconds(config_.timeout_ms)));
+  } catch (const Error& e) {
+    if (e.status() == BAGUA_ERR_ABORTED) throw;
+    not_kept = fmt::format("the members could not agree on whether they formed it: {}", e.what());
+  }
+  if (not_kept.empty()) return formed;
+  if (formed) formed->fail_everything(BAGUA_ERR_REMOTE, "another member failed to form this communicator");
+  formed.reset();
+  fail(formation_status != BAGUA_SUCCESS ? formation_status : BAGUA_ERR_REMOTE,
+       "forming the new communicator of old rank(s) {} failed (a member died or was cut off after the agreement?); "
+       "call bagua_comm_shrink again to go on without it: {}",
+       kept_text, formation_error.empty() ? not_kept : formation_error);
+}
+
+std::string Comm::agree_on_formation(const std::vector<int>& members, int new_rank, const AgreementParams& survivors,
+                                     bool formed, Deadline deadline) {
+  AgreementParams params;
+  params.rank = new_rank;
+  params.nranks = static_cast<int>(members.size());
+  for (int old_rank : members) params.addresses.push_back(recovery_addresses_[old_rank]);
+  params.secret = secret_;
+  params.session = survivors.session ^ 0x6a09e667f3bcc909ull;  // its own session: not the survivors' agreement
+  params.payload = Bytes{static_cast<uint8_t>(formed ? 1 : 0)};
+  params.grace_ms = survivors.grace_ms;
+  std::vector<AgreementMember> reports = agree_on_survivors(params, recovery_listener_, deadline, &shrink_stop_);
+  std::vector<bool> formed_by(members.size(), false);
+  for (const AgreementMember& m : reports) formed_by[m.old_rank] = m.payload.size() == 1 && m.payload[0] == 1;
+  std::vector<int> failed;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (!formed_by[i]) failed.push_back(members[i]);
+  if (failed.empty()) return "";
+  return fmt::format("old rank(s) {} did not form it or were not heard from", fmt::join(failed, ", "));
 }
 
 }  // namespace bagua

@@ -1,4 +1,4 @@
-// bagua_comm_shrink with real processes (docs/semantics.md, "Shrink after a failure"). The parent serves the
+// bagua_comm_shrink with real processes (docs/bootstrap.md, "Shrink"). The parent serves the
 // rendezvous and kills ranks with SIGKILL; each rank is this program re-executed with --rank-main, reporting to the
 // parent through a pipe. Scenarios:
 //   kill      4 ranks shrink their healthy communicator (same ranks, same order) and loop allreduce on the result
