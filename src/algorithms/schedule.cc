@@ -71,9 +71,10 @@ void ScheduleOp::post_round(Transport& transport) {
       for (const SendSpec& s : round.sends) send_slots[static_cast<size_t>(s.peer)] = 0;
     }
   } clear_slots{round};
-  auto next_slot = [this](std::vector<uint8_t>& slots, int peer) -> uint64_t {
+  auto next_slot = [](std::vector<uint8_t>& slots, int peer) -> uint64_t {
     uint8_t& slot = slots[static_cast<size_t>(peer)];
-    if (slot >= 64) fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
+    if (slot >= 64)
+      bagua::fail(BAGUA_ERR_INTERNAL, "schedule sends more than 64 messages between two ranks in one round");
     return slot++;
   };
   size_t t = 0;

@@ -62,6 +62,20 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out.empty() ? "none" : out;
 }
 
+// Turns away, before WELCOME, a peer dialing for another agreement on the same listener (the shrink before or
+// after this one, or the other agreement of this shrink): its dialer retries instead of taking this rank for dead.
+Acceptor::BodyCheck other_session(uint64_t session) {
+  return [session](const Bytes& body) -> std::string {
+    try {
+      Reader r(body, "shrink hello");
+      if (r.u64() == session) return "";
+    } catch (const Error&) {
+      return "";  // malformed: adopt_new_links refuses it
+    }
+    return "it dialed for another agreement";
+  };
+}
+
 class Agreement {
  public:
   Agreement(const AgreementParams& p, const Socket& listener, Deadline deadline, const std::atomic<bool>* stop)
@@ -69,7 +83,7 @@ class Agreement {
         deadline_(deadline),
         stop_(stop),
         acceptor_(duplicate_listener(listener), p.secret, std::max(deadline.remaining_ms(), 1),
-                  fmt::format("rank {} shrink", p.rank)),
+                  fmt::format("rank {} shrink", p.rank), other_session(p.session)),
         inbound_(p.nranks),
         outbound_(p.nranks),
         outbox_(p.nranks),
@@ -85,7 +99,8 @@ class Agreement {
 
   std::vector<AgreementMember> run() {
     start_ = Clock::now();
-    std::fill(last_heard_.begin(), last_heard_.end(), start_);
+    wait_from_ = std::max(start_, p_.wait_all_until);
+    std::fill(last_heard_.begin(), last_heard_.end(), wait_from_);
     for (int peer = 0; peer < p_.nranks; ++peer)
       if (peer != p_.rank) dialers_.emplace_back([this, peer] { dial(peer); });
     while (!decided_) {
@@ -390,8 +405,8 @@ class Agreement {
     if (phase_ == Phase::kPreparing) {
       bool everyone = true;
       for (int r = 0; r < p_.nranks; ++r) everyone = everyone && (dead_[r] || promises_.count(r));
-      // The grace period counts from the start of the agreement; a later ballot waits a little for answers.
-      bool waited = now - start_ > grace() && now - phase_start_ > grace() / 4;
+      // The grace period counts from the start of the agreement (or wait_all_until); a later ballot waits a little.
+      bool waited = now - wait_from_ > grace() && now - phase_start_ > grace() / 4;
       if (static_cast<int>(promises_.size()) < quorum_ || (!everyone && !waited)) return;
       // Paxos: a value some acceptor already accepted must be proposed again; else the ranks that promised.
       const Promise* newest = nullptr;
@@ -482,11 +497,11 @@ class Agreement {
     std::sort(reached.begin(), reached.end());
     if (static_cast<int>(reached.size()) < quorum_)
       fail(BAGUA_ERR_REMOTE,
-           "reached only rank(s) {} of the {} old ranks before the timeout; a new communicator "
-           "needs a majority ({}). The others are dead or on the other side of a network partition",
-           rank_list(reached), p_.nranks, quorum_);
-    fail(BAGUA_ERR_TIMEOUT, "rank(s) {} of {} were reached but did not agree before the timeout", rank_list(reached),
-         p_.nranks);
+           "reached only rank(s) {} of the {} {} before the timeout; the agreement needs a majority ({}). The "
+           "others are dead or on the other side of a network partition",
+           rank_list(reached), p_.nranks, p_.participants, quorum_);
+    fail(BAGUA_ERR_TIMEOUT, "rank(s) {} of the {} {} were reached but did not agree before the timeout",
+         rank_list(reached), p_.nranks, p_.participants);
   }
 
   struct Promise {
@@ -514,6 +529,7 @@ class Agreement {
   const int quorum_;
   std::mt19937 rng_;
   Clock::time_point start_;
+  Clock::time_point wait_from_;  // the later of start_ and wait_all_until
 
   std::atomic<bool> threads_stop_{false};
   std::vector<std::thread> dialers_;

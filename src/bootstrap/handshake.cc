@@ -73,11 +73,12 @@ struct Acceptor::Pending {
   FrameParser parser;
 };
 
-Acceptor::Acceptor(Socket listener, Bytes secret, int handshake_timeout_ms, std::string role)
+Acceptor::Acceptor(Socket listener, Bytes secret, int handshake_timeout_ms, std::string role, BodyCheck body_check)
     : listener_(std::move(listener)),
       secret_(std::move(secret)),
       handshake_timeout_ms_(handshake_timeout_ms),
-      role_(std::move(role)) {}
+      role_(std::move(role)),
+      body_check_(std::move(body_check)) {}
 
 Acceptor::~Acceptor() {
   for (Pending* conn : pending_) delete conn;
@@ -148,6 +149,9 @@ std::vector<AcceptedPeer> Acceptor::poll(int wait_ms) {
           refuse(*conn, fmt::format("sent {} instead of HELLO", frame_type_name(frame.type)));
         } else if (!verify_hello(secret_, conn->server_nonce, frame.payload, &body, &welcome, &why)) {
           refuse(*conn, why);
+        } else if (std::string other = body_check_ ? body_check_(body) : ""; !other.empty()) {
+          BAGUA_DEBUG("{}: turned away {}: {}", role_, conn->address, other);
+          conn->sock.close();
         } else {
           Bytes reply = encode_frame(FrameType::kWelcome, welcome);
           if (conn->sock.try_send(reply.data(), reply.size()) != static_cast<ssize_t>(reply.size()))

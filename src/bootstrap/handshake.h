@@ -8,6 +8,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "bootstrap/hmac.h"
@@ -39,7 +41,11 @@ class Acceptor {
  public:
   static constexpr size_t kMaxPending = 128;
 
-  Acceptor(Socket listener, Bytes secret, int handshake_timeout_ms, std::string role);
+  // Says why a HELLO body is not for this acceptor ("" when it is). Such a connection is closed before WELCOME, so
+  // that its client retries, and logged at debug level: a peer of another round, not a stranger.
+  using BodyCheck = std::function<std::string(const Bytes& body)>;
+
+  Acceptor(Socket listener, Bytes secret, int handshake_timeout_ms, std::string role, BodyCheck body_check = {});
   ~Acceptor();
   // Waits up to wait_ms; returns the connections that completed the handshake.
   std::vector<AcceptedPeer> poll(int wait_ms);
@@ -55,6 +61,7 @@ class Acceptor {
   Bytes secret_;
   int handshake_timeout_ms_;
   std::string role_;
+  BodyCheck body_check_;
   std::vector<Pending*> pending_;
   size_t refused_ = 0;
 };

@@ -139,10 +139,10 @@ class Comm {
 
  private:
   Comm();
-  // shrink's second agreement, among the new members (indexes into `members`, the old ranks), on whether each one
-  // formed the new communicator: "" when every one did, else which did not.
+  // shrink's second agreement, among the new members (`members`: their old ranks), on whether each one formed the
+  // new communicator: "" when every one did, else which did not.
   std::string agree_on_formation(const std::vector<int>& members, int new_rank, const AgreementParams& survivors,
-                                 bool formed, Deadline deadline);
+                                 bool formed, Deadline formation_deadline);
 
   int rank_ = 0;
   int nranks_ = 1;

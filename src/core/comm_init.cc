@@ -434,11 +434,12 @@ std::unique_ptr<Comm> Comm::shrink() {
   bagua_status_t formation_status = BAGUA_SUCCESS;
   try {
     formed = form(new_rank, table, std::move(listener), secret_, config_, formation_deadline);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     // Ranks see a failed formation at different times: at once (an unreachable member) or at the deadline (a member
     // that went silent). Going on together at the deadline lets their next shrinks start together, instead of the
     // first rank's agreement timing out before the others arrive.
-    formation_status = e.status();
+    const auto* error = dynamic_cast<const Error*>(&e);
+    formation_status = error ? error->status() : BAGUA_ERR_SYSTEM;
     formation_error = e.what();
     while (!formation_deadline.expired() && !shrink_stop_.load())
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -447,14 +448,17 @@ std::unique_ptr<Comm> Comm::shrink() {
   // outcome and keep the new communicator only if every one of them formed it.
   std::string not_kept;
   try {
-    not_kept = agree_on_formation(kept, new_rank, params, formed != nullptr,
-                                  Deadline(formation_deadline.when() + std::chrono::milliseconds(config_.timeout_ms)));
+    not_kept = agree_on_formation(kept, new_rank, params, formed != nullptr, formation_deadline);
   } catch (const Error& e) {
-    if (e.status() == BAGUA_ERR_ABORTED) throw;
+    if (e.status() == BAGUA_ERR_ABORTED) {
+      if (formed) formed->poison(BAGUA_ERR_ABORTED, "bagua_comm_abort was called while it formed");
+      throw;
+    }
     not_kept = fmt::format("the members could not agree on whether they formed it: {}", e.what());
   }
   if (not_kept.empty()) return formed;
-  if (formed) formed->fail_everything(BAGUA_ERR_REMOTE, "another member failed to form this communicator");
+  // Dropped without a goodbye: its ring and endpoints close as after a failure.
+  if (formed) formed->poison(BAGUA_ERR_REMOTE, "dropped: not every member formed it (" + not_kept + ")");
   formed.reset();
   fail(formation_status != BAGUA_SUCCESS ? formation_status : BAGUA_ERR_REMOTE,
        "forming the new communicator of old rank(s) {} failed (a member died or was cut off after the agreement?); "
@@ -463,7 +467,7 @@ std::unique_ptr<Comm> Comm::shrink() {
 }
 
 std::string Comm::agree_on_formation(const std::vector<int>& members, int new_rank, const AgreementParams& survivors,
-                                     bool formed, Deadline deadline) {
+                                     bool formed, Deadline formation_deadline) {
   AgreementParams params;
   params.rank = new_rank;
   params.nranks = static_cast<int>(members.size());
@@ -472,6 +476,10 @@ std::string Comm::agree_on_formation(const std::vector<int>& members, int new_ra
   params.session = survivors.session ^ 0x6a09e667f3bcc909ull;  // its own session: not the survivors' agreement
   params.payload = Bytes{static_cast<uint8_t>(formed ? 1 : 0)};
   params.grace_ms = survivors.grace_ms;
+  params.participants = "new members";
+  // A member whose formation failed comes in at the formation deadline: those that formed wait for it until then.
+  params.wait_all_until = formation_deadline.when();
+  const Deadline deadline(formation_deadline.when() + std::chrono::milliseconds(config_.timeout_ms));
   std::vector<AgreementMember> reports = agree_on_survivors(params, recovery_listener_, deadline, &shrink_stop_);
   std::vector<bool> formed_by(members.size(), false);
   for (const AgreementMember& m : reports) formed_by[m.old_rank] = m.payload.size() == 1 && m.payload[0] == 1;
