@@ -223,14 +223,16 @@ void UcxTransport::post_send(Transfer& transfer, int peer, uint64_t tag, const v
   if (bytes >= single_copy_from && single_copy_peer(peer)) {
     // Rendezvous: tell the receiver where the data is; it reads it directly and acknowledges.
     uint32_t id = next_ack_id_++;
-    Writer w;
-    w.u32(kSingleCopyMagic);
-    w.u32(static_cast<uint32_t>(getpid()));
-    w.u64(reinterpret_cast<uintptr_t>(data));
-    w.u64(bytes);
-    w.u32(id);
-    w.u32(static_cast<uint32_t>(rank_));
-    std::memcpy(transfer.control, w.out().data(), kHeaderBytes);
+    uint8_t* header = transfer.control;  // written in place: no allocation per send
+    auto put = [&header](uint64_t v, int n) {
+      for (int i = 0; i < n; ++i) *header++ = static_cast<uint8_t>(v >> (8 * i));  // little-endian, as Writer
+    };
+    put(kSingleCopyMagic, 4);
+    put(pid_, 4);
+    put(reinterpret_cast<uintptr_t>(data), 8);
+    put(bytes, 8);
+    put(id, 4);
+    put(static_cast<uint32_t>(rank_), 4);
     transfer.stage = 1;
     transfer.aux =
         ucx_recv(ack_tag(static_cast<uint32_t>(rank_), id), transfer.control + kHeaderBytes, kAckBytes, &status);

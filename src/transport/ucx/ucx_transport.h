@@ -2,6 +2,8 @@
 // Error handling keeps shared memory (peer mode with MM_ERROR_HANDLING) and a keepalive of timeout/3.
 #pragma once
 
+#include <unistd.h>
+
 #include <ucp/api/ucp.h>
 
 #include <sys/types.h>
@@ -79,6 +81,7 @@ class UcxTransport : public Transport {
   size_t single_copy_bytes_;
   uint64_t probe_word_ = 0;
   uint32_t next_ack_id_ = 0;
+  const uint32_t pid_ = static_cast<uint32_t>(getpid());  // for single-copy headers (getpid is a system call)
 };
 
 }  // namespace bagua
