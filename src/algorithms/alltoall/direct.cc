@@ -11,15 +11,18 @@ namespace {
 std::unique_ptr<Schedule> alltoall_direct(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   const int n = ctx.nranks, r = ctx.rank;
-  auto [l, src, out] = alltoall_start(*s, a, n, r);
-  if (n == 1) return s;
-  Round& round = s->round();
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == r) continue;
-    round.recvs.push_back({peer, out + l.recv_off(peer), l.recv_bytes(peer)});
-    round.sends.push_back(
-        {peer, src + l.send_off(peer), l.send_bytes(peer), alltoall_send_mode(l.send_bytes(peer), n)});
+  AlltoallBlocks blocks = alltoall_start(a, n);
+  auto& [l, src, out] = blocks;
+  if (n > 1) {
+    Round& round = s->round();
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == r) continue;
+      round.recvs.push_back({peer, out + l.recv_off(peer), l.recv_bytes(peer)});
+      round.sends.push_back(
+          {peer, src + l.send_off(peer), l.send_bytes(peer), alltoall_send_mode(l.send_bytes(peer), n)});
+    }
   }
+  alltoall_copy_own_block(*s, blocks, r);
   return s;
 }
 

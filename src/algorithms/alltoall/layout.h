@@ -42,16 +42,25 @@ inline double alltoall_shared_cores_us(const CostTerms& t) {
   return t.H <= 1 && t.model.ranks_share_cores ? t.model.shared_cores_round_us : 0.0;
 }
 
-// The blocks of a call, with this rank's own block already copied in the schedule's prologue.
+// The blocks of a call.
 struct AlltoallBlocks {
   AlltoallLayout layout;
   const uint8_t* src;
   uint8_t* out;
 };
-inline AlltoallBlocks alltoall_start(Schedule& s, const CollectiveArgs& a, int n, int r) {
-  AlltoallBlocks b{alltoall_layout(a, n), static_cast<const uint8_t*>(a.sendbuf), static_cast<uint8_t*>(a.recvbuf)};
-  s.prologue().push_back(copy_step(b.out + b.layout.recv_off(r), b.src + b.layout.send_off(r), b.layout.send_bytes(r)));
-  return b;
+inline AlltoallBlocks alltoall_start(const CollectiveArgs& a, int n) {
+  return {alltoall_layout(a, n), static_cast<const uint8_t*>(a.sendbuf), static_cast<uint8_t*>(a.recvbuf)};
+}
+
+// This rank's own block, copied while the first round's messages are in flight (none of them touches it: alltoall
+// has no in-place form), or in the prologue on one rank. Copied before posting, it delayed every send (2 ranks,
+// 32 KiB in all: docs/algorithms.md).
+inline void alltoall_copy_own_block(Schedule& s, const AlltoallBlocks& b, int r) {
+  LocalStep copy = copy_step(b.out + b.layout.recv_off(r), b.src + b.layout.send_off(r), b.layout.send_bytes(r));
+  if (s.rounds().empty())
+    s.prologue().push_back(std::move(copy));
+  else
+    s.rounds().front().during.push_back(std::move(copy));
 }
 
 }  // namespace bagua

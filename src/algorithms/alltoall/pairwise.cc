@@ -11,13 +11,15 @@ namespace {
 std::unique_ptr<Schedule> alltoall_pairwise(const CollectiveArgs& a, const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   const int n = ctx.nranks, r = ctx.rank;
-  auto [l, src, out] = alltoall_start(*s, a, n, r);
+  AlltoallBlocks blocks = alltoall_start(a, n);
+  auto& [l, src, out] = blocks;
   for (int k = 1; k < n; ++k) {
     int to = (r + k) % n, from = (r - k + n) % n;
     Round& round = s->round();
     round.recvs.push_back({from, out + l.recv_off(from), l.recv_bytes(from)});
     round.sends.push_back({to, src + l.send_off(to), l.send_bytes(to), alltoall_send_mode(l.send_bytes(to), n)});
   }
+  alltoall_copy_own_block(*s, blocks, r);
   return s;
 }
 
