@@ -6,6 +6,7 @@
 //   --optimizer sgd|adam   --lr X   --epochs N   --batch B (global, split across ranks)   --hidden H
 //   --features D   --train-samples N   --bucket-mb M   --autotune   --no-overlap   --topology ring|onepeer
 //   --warmup S (qadam, onebit_adam)   --seed S   --staleness K (async: at most K local steps per averaging round)
+//   --interval MS (async: the averaging thread's pause between rounds, default 3)
 //   --elastic   --kill-rank R --kill-step S (rank R kills itself with SIGKILL at global step S, to try --elastic)
 //
 // Every algorithm but async runs through the library's bucket scheduler (bagua_scheduler_*): the parameters are
@@ -51,7 +52,7 @@ void check(bagua_status_t s, const char* what) {
 struct Options {
   std::string algorithm = "allreduce", optimizer = "", topology = "onepeer";
   float lr = 0;
-  int epochs = 8, batch = 256, hidden = 256, features = 32, classes = 8, warmup = 40, staleness = 4;
+  int epochs = 8, batch = 256, hidden = 256, features = 32, classes = 8, warmup = 40, staleness = 4, interval_ms = 3;
   int train_samples = 16384, test_samples = 4096;
   double bucket_mb = 0.01;
   bool overlap = true, autotune = false, elastic = false;
@@ -232,6 +233,8 @@ Options parse(int argc, char** argv) {
       o.warmup = std::stoi(value());
     else if (a == "--staleness")
       o.staleness = std::max(1, std::stoi(value()));
+    else if (a == "--interval")
+      o.interval_ms = std::max(0, std::stoi(value()));
     else if (a == "--bucket-mb")
       o.bucket_mb = std::stod(value());
     else if (a == "--no-overlap")
@@ -343,7 +346,8 @@ int main(int argc, char** argv) {
   };
   if (o.algorithm != "async") make_scheduler();
   bagua_async_average_t async = nullptr;
-  if (o.algorithm == "async") CHECK(bagua_async_average_start(comm, model.w.data(), p, BAGUA_FLOAT32, 0, &async));
+  if (o.algorithm == "async")
+    CHECK(bagua_async_average_start(comm, model.w.data(), p, BAGUA_FLOAT32, o.interval_ms, &async));
 
   int local_batch = o.batch / n;
   const int steps_per_epoch = o.train_samples / o.batch;
