@@ -556,8 +556,8 @@ class Agreement {
 
 }  // namespace
 
-std::vector<AgreementMember> agree_on_survivors(const AgreementParams& params, const Socket& listener,
-                                                Deadline deadline, const std::atomic<bool>* stop) {
+std::vector<AgreementMember> run_agreement(const AgreementParams& params, const Socket& listener, Deadline deadline,
+                                           const std::atomic<bool>* stop) {
   if (params.nranks == 1) return {{0, params.payload}};
   Agreement agreement(params, listener, deadline, stop);
   return agreement.run();

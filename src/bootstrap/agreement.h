@@ -47,7 +47,7 @@ struct AgreementParams {
 // Returns the agreed list in rank order, the same on every participant that returns; this one may be absent (it
 // came too late). Throws REMOTE when fewer than a majority of the participants could be reached before the deadline
 // (naming those reached), TIMEOUT when they could but did not decide, ABORTED when *stop is set.
-std::vector<AgreementMember> agree_on_survivors(const AgreementParams& params, const Socket& listener,
-                                                Deadline deadline, const std::atomic<bool>* stop);
+std::vector<AgreementMember> run_agreement(const AgreementParams& params, const Socket& listener, Deadline deadline,
+                                           const std::atomic<bool>* stop);
 
 }  // namespace bagua

@@ -406,7 +406,7 @@ std::unique_ptr<Comm> Comm::shrink() {
   params.session = (comm_id_ * 0x9e3779b97f4a7c15ull) ^ ((++shrink_count_) * 0xd6e8feb86659fd93ull);
   params.payload = contribution.out();
   params.grace_ms = std::max(config_.timeout_ms / 4, 100);
-  std::vector<AgreementMember> members = agree_on_survivors(params, recovery_listener_, deadline, &shrink_stop_);
+  std::vector<AgreementMember> members = run_agreement(params, recovery_listener_, deadline, &shrink_stop_);
 
   JobTable table;
   table.comm_id = params.session * 0xbf58476d1ce4e5b9ull;
@@ -480,7 +480,7 @@ std::string Comm::agree_on_formation(const std::vector<int>& members, int new_ra
   // A member whose formation failed comes in at the formation deadline: those that formed wait for it until then.
   params.wait_all_until = formation_deadline.when();
   const Deadline deadline(formation_deadline.when() + std::chrono::milliseconds(config_.timeout_ms));
-  std::vector<AgreementMember> reports = agree_on_survivors(params, recovery_listener_, deadline, &shrink_stop_);
+  std::vector<AgreementMember> reports = run_agreement(params, recovery_listener_, deadline, &shrink_stop_);
   std::vector<bool> formed_by(members.size(), false);
   for (const AgreementMember& m : reports) formed_by[m.old_rank] = m.payload.size() == 1 && m.payload[0] == 1;
   std::vector<int> failed;

@@ -10,7 +10,8 @@
 // and, run by scripts/netns-cluster.sh with one rank per host, `mp_shrink partition CUT [MS]`: every rank blackholes
 // the routes to the hosts on the other side of CUT (ranks < CUT | ranks >= CUT), the collectives time out, and
 // only a side holding a majority of the ranks may shrink; the other gets REMOTE naming the majority rule. With MS
-// the cut comes MS ms into the shrink of a healthy communicator instead, after the agreement's connections are up.
+// the cut comes MS ms into the shrink of a healthy communicator instead, after the agreement's connections are up
+// (where the shrink completed before the cut, the ranks shrink the new communicator, which holds the cut-off rank).
 // Oracle: a survivor whose shrink succeeds reports its new rank and size, the old ranks of the new communicator
 // (an allgather of old ranks on it) and whether an allreduce of (old rank + 1) gave the exact int32 sum of the
 // members. All that succeed must report one membership, consistent with their new ranks.
@@ -154,37 +155,68 @@ int partition_main(int cut, int cut_during_shrink_ms) {
       cut_now();
     });
   }
+  // A member cut off after the decision makes the formation fail; the survivors shrink again.
+  auto shrink_with_retry = [](bagua_comm_t from, bagua_comm_t* to) {
+    bagua_status_t st = bagua_comm_shrink(from, to);
+    if (st != BAGUA_SUCCESS && std::strstr(bagua_get_last_error(from), "call bagua_comm_shrink again"))
+      st = bagua_comm_shrink(from, to);
+    return st;
+  };
   auto start = mp::Clock::now();
   bagua_comm_t shrunk = nullptr;
-  bagua_status_t shrink_status = bagua_comm_shrink(comm, &shrunk);
-  // A member cut off after the decision makes the formation fail; the survivors shrink again.
-  if (shrink_status != BAGUA_SUCCESS && std::strstr(bagua_get_last_error(comm), "call bagua_comm_shrink again"))
-    shrink_status = bagua_comm_shrink(comm, &shrunk);
+  bagua_status_t shrink_status = shrink_with_retry(comm, &shrunk);
   double shrink_s = mp_seconds_since(start);
   if (cutter.joinable()) cutter.join();
+  // A cut that lands after the shrink completed leaves every rank a communicator that still holds rank(s) of the
+  // other side: its first operation fails everywhere (MPI ULFM's rule), and the ranks shrink that one in turn.
+  bagua_comm_t judged = comm;  // the communicator whose shrink is judged
+  bool after_completion = false;
+  std::vector<bagua_comm_t> made;
+  auto shrink_the_new_one = [&] {
+    after_completion = true;
+    made.push_back(shrunk);
+    judged = shrunk;
+    bagua_comm_t again = nullptr;
+    shrink_status = shrink_with_retry(shrunk, &again);
+    shrunk = again;
+  };
   const bool majority = 2 * static_cast<int>(side.size()) > size;
   int failures = 0;
   if (majority) {
     std::vector<int> members;
     bool exact = false;
     bagua_status_t op = shrink_status == BAGUA_SUCCESS ? check_members(shrunk, rank, &members, &exact) : shrink_status;
+    if (cut_during_shrink_ms >= 0 && shrink_status == BAGUA_SUCCESS && op != BAGUA_SUCCESS) {
+      shrink_the_new_one();
+      members.clear();
+      op = shrink_status == BAGUA_SUCCESS ? check_members(shrunk, rank, &members, &exact) : shrink_status;
+    }
     if (op != BAGUA_SUCCESS || !exact || members != side) {
       std::fprintf(stderr, "partition: rank %d (majority side %s) got shrink %s, check %s, members %s: %s\n", rank,
                    join(side).c_str(), bagua_status_string(shrink_status), bagua_status_string(op),
-                   join(members).c_str(), bagua_get_last_error(shrunk ? shrunk : comm));
+                   join(members).c_str(), bagua_get_last_error(shrunk ? shrunk : judged));
       ++failures;
     }
-  } else if (shrink_status != BAGUA_ERR_REMOTE ||
-             std::string(bagua_get_last_error(comm)).find("majority") == std::string::npos) {
-    std::fprintf(stderr, "partition: rank %d (minority side %s) got %s: %s\n", rank, join(side).c_str(),
-                 bagua_status_string(shrink_status), bagua_get_last_error(comm));
-    ++failures;
+  } else {
+    if (cut_during_shrink_ms >= 0 && shrink_status == BAGUA_SUCCESS) {
+      int32_t y = 1;
+      if (bagua_allreduce(&y, &y, 1, BAGUA_INT32, BAGUA_SUM, shrunk, nullptr) != BAGUA_SUCCESS) shrink_the_new_one();
+    }
+    if (shrink_status != BAGUA_ERR_REMOTE ||
+        std::string(bagua_get_last_error(judged)).find("majority") == std::string::npos) {
+      std::fprintf(stderr, "partition: rank %d (minority side %s) got %s: %s\n", rank, join(side).c_str(),
+                   bagua_status_string(shrink_status), bagua_get_last_error(judged));
+      ++failures;
+    }
   }
+  if (after_completion)
+    std::printf("partition: rank %d: the cut came after the shrink completed; shrank the new communicator\n", rank);
   std::printf(
       "partition: rank %d on side %s: collective failed with %s after %.2f s; shrink returned %s after %.2f s%s\n",
       rank, join(side).c_str(), bagua_status_string(status), failed_after, bagua_status_string(shrink_status), shrink_s,
       failures ? " (FAILED)" : "");
   if (shrunk) MP_OK(bagua_comm_destroy(shrunk));
+  for (bagua_comm_t c : made) MP_OK(bagua_comm_destroy(c));
   MP_OK(bagua_comm_destroy(comm));
   return failures ? 1 : 0;
 }
