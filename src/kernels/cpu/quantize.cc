@@ -180,9 +180,30 @@ void put_header_float(uint8_t* p, float f) {
   for (int k = 0; k < 4; ++k) p[k] = static_cast<uint8_t>(u >> (8 * k));
 }
 
+// draw_key (four splitmix64 steps) of an index's high 32 bits, computed once per call rather than per chunk.
+class DrawKeys {
+ public:
+  explicit DrawKeys(const RoundingKey& key) : key_(key) {}
+  uint32_t of(uint64_t index) {
+    const uint64_t high = index >> 32;
+    if (!known_ || high != high_) {
+      value_ = draw_key(key_.seed, key_.step, key_.rank, high);
+      high_ = high;
+      known_ = true;
+    }
+    return value_;
+  }
+
+ private:
+  const RoundingKey& key_;
+  bool known_ = false;
+  uint64_t high_ = 0;
+  uint32_t value_ = 0;
+};
+
 // Compresses one chunk of `len` floats in `v`. With error (not NULL): error[i] = feedback_residual(v[i] - deq[i]).
-void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const RoundingKey& key, uint64_t index,
-                    uint8_t* out, float* error) {
+void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const RoundingKey& key, DrawKeys& draw_keys,
+                    uint64_t index, uint8_t* out, float* error) {
   float lo = 0, hi = 0;
   bool finite = true;
   const VectorLoops* loops = vector_loops();
@@ -205,7 +226,7 @@ void compress_chunk(const float* v, size_t len, const MinMaxFormat& f, const Rou
                     g.step,
                     g.inv_step,
                     key.stochastic,
-                    key.stochastic ? draw_key(key.seed, key.step, key.rank, index >> 32) : 0u,
+                    key.stochastic ? draw_keys.of(index) : 0u,
                     static_cast<uint32_t>(index)};
     done = loops->encode_chunk(v, len, grid, codes_out, error);
   }
@@ -309,6 +330,7 @@ void minmax_compress(const void* x, bagua_datatype_t dtype, size_t count, const 
   validate(f);
   check_dtype(dtype);
   float buf[4096];
+  DrawKeys draw_keys(key);
   for (size_t begin = 0; begin < count; begin += f.chunk) {
     size_t len = std::min(f.chunk, count - begin);
     const float* v;
@@ -318,7 +340,7 @@ void minmax_compress(const void* x, bagua_datatype_t dtype, size_t count, const 
       for (size_t i = 0; i < len; ++i) buf[i] = load(x, dtype, begin + i);
       v = buf;
     }
-    compress_chunk(v, len, f, key, key.index_base + begin, out, nullptr);
+    compress_chunk(v, len, f, key, draw_keys, key.index_base + begin, out, nullptr);
     out += kHeaderBytes + code_bytes(len, f.bits);
   }
 }
@@ -328,6 +350,7 @@ void minmax_compress_ef(const void* x, bagua_datatype_t dtype, size_t count, flo
   validate(f);
   check_dtype(dtype);
   float t[4096];
+  DrawKeys draw_keys(key);
   for (size_t begin = 0; begin < count; begin += f.chunk) {
     size_t len = std::min(f.chunk, count - begin);
     float* e = error + begin;
@@ -337,7 +360,7 @@ void minmax_compress_ef(const void* x, bagua_datatype_t dtype, size_t count, flo
     } else {
       for (size_t i = 0; i < len; ++i) t[i] = load(x, dtype, begin + i) + e[i];
     }
-    compress_chunk(t, len, f, key, key.index_base + begin, out, e);
+    compress_chunk(t, len, f, key, draw_keys, key.index_base + begin, out, e);
     out += kHeaderBytes + code_bytes(len, f.bits);
   }
 }
