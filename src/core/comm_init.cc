@@ -319,6 +319,8 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   comm->send_sequence_.assign(nranks, 0);
   comm->recv_sequence_.assign(nranks, 0);
   comm->warm_up(deadline);
+  const size_t prefaulted = comm->transport_->prefault_shared_memory();
+  BAGUA_DEBUG("faulted in {} KiB of the transport's shared memory ahead of use", prefaulted >> 10);
   // Choosing the device runtime, and starting CUDA where the process already uses it, belong to init rather than
   // to the first operation's pointer checks.
   device_runtime().prepare();

@@ -75,6 +75,10 @@ class Transport {
   // Drives communication; returns how much happened (0 when idle).
   virtual unsigned progress() = 0;
 
+  // Faults in, ahead of use, the shared memory that the transport will soon touch for the first time (a fault costs
+  // microseconds inside an operation). Called once, after the connections are warmed up; returns the bytes.
+  virtual size_t prefault_shared_memory() { return 0; }
+
   // Cancels every pending transfer (they end kFailed), closes endpoints and frees the transport's resources.
   // graceful: flush first (bounded by a short timeout). Idempotent; nothing writes into user memory after.
   virtual void shutdown(bool graceful) = 0;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <unordered_set>
 
+#include "transport/shared_mappings.h"
 #include "transport/transport.h"
 
 namespace bagua {
@@ -43,6 +44,7 @@ class UcxTransport : public Transport {
   Bytes single_copy_probe_blob() override;
   bool single_copy_probe(const std::vector<Bytes>& blobs, const std::vector<bool>& same_host) override;
   void enable_single_copy(const std::vector<bool>& peers) override;
+  size_t prefault_shared_memory() override;
 
   struct PeerState {
     UcxTransport* owner = nullptr;
@@ -79,6 +81,7 @@ class UcxTransport : public Transport {
   bool closing_ = false;  // shutdown in progress: requests are only collected, no new ones posted
   std::vector<bool> single_copy_peers_;
   size_t single_copy_bytes_;
+  std::vector<SharedMapping> shared_before_;  // the process's shared mappings before UCX made its own
   uint64_t probe_word_ = 0;
   uint32_t next_ack_id_ = 0;
   const uint32_t pid_ = static_cast<uint32_t>(getpid());  // for single-copy headers (getpid is a system call)
