@@ -9,16 +9,24 @@
 namespace bagua {
 
 struct SharedMapping {
-  uintptr_t begin;
-  uintptr_t end;
-  std::string path;  // as /proc/self/maps names it, e.g. "/SYSV00000000 (deleted)"
-  bool operator==(const SharedMapping& o) const { return begin == o.begin && end == o.end && path == o.path; }
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+  std::string device;  // "major:minor" and inode, as /proc/self/maps gives them: which object is mapped
+  unsigned long inode = 0;
+  std::string path;  // e.g. "/SYSV00000000 (deleted)"; empty for none
+  bool operator==(const SharedMapping& o) const {
+    return begin == o.begin && end == o.end && device == o.device && inode == o.inode && path == o.path;
+  }
 };
 
-// Readable and writable MAP_SHARED mappings of this process (from /proc/self/maps); empty where that cannot be read.
+// One line of /proc/self/maps, when it is a readable and writable MAP_SHARED mapping.
+bool parse_shared_mapping(const std::string& maps_line, SharedMapping* out);
+
+// The process's readable and writable MAP_SHARED mappings; empty where /proc/self/maps cannot be read.
 std::vector<SharedMapping> shared_mappings();
 
-// Faults in the pages of [begin, end), contents unchanged. Returns false where the kernel refused.
-bool prefault_pages(uintptr_t begin, uintptr_t end);
+// Faults in the pages of [begin, end) of a shared-memory (tmpfs, SysV) mapping, contents unchanged. Uses
+// MADV_POPULATE_WRITE (Linux 5.14); where the kernel lacks it, reads each page. False where it did nothing.
+bool prefault_pages(uintptr_t begin, uintptr_t end) noexcept;
 
 }  // namespace bagua

@@ -77,7 +77,7 @@ class Transport {
 
   // Faults in, ahead of use, the shared memory that the transport will soon touch for the first time (a fault costs
   // microseconds inside an operation). Called once, after the connections are warmed up; returns the bytes.
-  virtual size_t prefault_shared_memory() { return 0; }
+  virtual size_t prefault_shared_memory() noexcept { return 0; }
 
   // Cancels every pending transfer (they end kFailed), closes endpoints and frees the transport's resources.
   // graceful: flush first (bounded by a short timeout). Idempotent; nothing writes into user memory after.

@@ -450,23 +450,28 @@ bool UcxTransport::single_copy_probe(const std::vector<Bytes>& blobs, const std:
 
 void UcxTransport::enable_single_copy(const std::vector<bool>& peers) { single_copy_peers_ = peers; }
 
+bool ucx_prefault_range(const SharedMapping& m, const std::vector<SharedMapping>& before, uintptr_t* from) {
+  const bool ucx = m.path.rfind("/SYSV", 0) == 0 || m.path.find("ucx_shm_posix") != std::string::npos;
+  if (!ucx || std::find(before.begin(), before.end(), m) != before.end()) return false;
+  *from = m.end - m.begin > kUcxPrefaultBytes ? m.end - kUcxPrefaultBytes : m.begin;
+  return true;
+}
+
 // UCX's shared-memory transports (sysv, posix) give each receiver a pool of about 4 MiB of 8 KiB buffers, mapped by
-// the receiver and by every sender to it, and fault their pages in lazily. Its allocator hands the buffers out from
-// the end of the pool downwards, and a receiver that keeps a buffer for a message that arrived before its receive
-// puts a fresh one in its FIFO. The warm-up reaches about 1 MiB below the end (the FIFO's 64 buffers and the 64 it
-// keeps); the next fresh buffers lie just below. Without this the first hundred operations met a fault at a few
-// calls (5-20 us each on the development VM; docs/transport.md, "Warm-up at init"). Memory that is not UCX's is
-// left alone.
-size_t UcxTransport::prefault_shared_memory() {
-  constexpr uintptr_t kTopBytes = uintptr_t{3} << 19;  // 1.5 MiB: about 60 buffers below the warm-up's
-  size_t done = 0;
-  for (const SharedMapping& m : shared_mappings()) {
-    const bool ucx_pool = m.path.rfind("/SYSV", 0) == 0 || m.path.find("ucx_shm_posix") != std::string::npos;
-    if (!ucx_pool || std::find(shared_before_.begin(), shared_before_.end(), m) != shared_before_.end()) continue;
-    const uintptr_t from = m.end - m.begin > kTopBytes ? m.end - kTopBytes : m.begin;
-    if (prefault_pages(from, m.end)) done += m.end - from;
+// the receiver and by every sender to it, and fault its pages in lazily. Its allocator hands the buffers out from the
+// end of the pool downwards, and a receiver that keeps a buffer for a message that arrived before its receive puts a
+// fresh one in its FIFO. The warm-up reaches about 1 MiB below the end; the next fresh buffers lie just below
+// (docs/transport.md, "Warm-up at init").
+size_t UcxTransport::prefault_shared_memory() noexcept {
+  try {
+    size_t done = 0;
+    uintptr_t from = 0;
+    for (const SharedMapping& m : shared_mappings())
+      if (ucx_prefault_range(m, shared_before_, &from) && prefault_pages(from, m.end)) done += m.end - from;
+    return done;
+  } catch (...) {  // out of memory reading the maps: a speed-up lost, nothing else
+    return 0;
   }
-  return done;
 }
 
 unsigned UcxTransport::progress() {

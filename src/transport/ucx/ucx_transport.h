@@ -17,6 +17,12 @@
 
 namespace bagua {
 
+// What UcxTransport::prefault_shared_memory faults in of a shared mapping: the last kUcxPrefaultBytes (about 60 of
+// UCX's 8 KiB receive buffers beyond the ~130 the warm-up uses), or all of a smaller one (a FIFO), of SysV and UCX
+// POSIX mappings not in `before` (what was mapped before UCX started). False for any other mapping.
+constexpr uintptr_t kUcxPrefaultBytes = uintptr_t{3} << 19;
+bool ucx_prefault_range(const SharedMapping& mapping, const std::vector<SharedMapping>& before, uintptr_t* from);
+
 class UcxTransport : public Transport {
  public:
   // single_copy_bytes: messages at least this large between ranks of one host are read directly from the
@@ -44,7 +50,7 @@ class UcxTransport : public Transport {
   Bytes single_copy_probe_blob() override;
   bool single_copy_probe(const std::vector<Bytes>& blobs, const std::vector<bool>& same_host) override;
   void enable_single_copy(const std::vector<bool>& peers) override;
-  size_t prefault_shared_memory() override;
+  size_t prefault_shared_memory() noexcept override;
 
   struct PeerState {
     UcxTransport* owner = nullptr;
