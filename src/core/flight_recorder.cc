@@ -1,18 +1,14 @@
 #include "core/flight_recorder.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 
 #include "base/logging.h"
+#include "base/trace_clock.h"
 
 namespace bagua {
 
 namespace {
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 // One line per field: no newlines or the separator inside a field.
 std::string one_line(std::string s) {
   for (char& c : s)
@@ -43,8 +39,8 @@ uint64_t FlightRecorder::begin(bagua_opkind_t kind, const std::string& descripti
   e.id = id;
   e.kind = kind;
   e.description.assign(description);
-  e.start_us = now_us();
-  e.end_us = -1;
+  e.start = trace_clock::now();
+  e.end = 0;
   e.state = State::kRunning;
   e.status = BAGUA_SUCCESS;
   e.waiting_for.clear();
@@ -65,7 +61,7 @@ void FlightRecorder::end(uint64_t id, State state, bagua_status_t status, const 
   if (e == nullptr || e->state != State::kRunning) return;
   e->state = state;
   e->status = status;
-  e->end_us = now_us();
+  e->end = trace_clock::now();
   if (state == State::kDone)
     e->waiting_for.clear();  // an on-demand dump may have noted a wait it no longer has
   else if (!waiting_for.empty())
@@ -102,8 +98,9 @@ std::string FlightRecorder::format(const std::string& header, size_t lines) cons
   }
   for (const Entry& e : entries) {
     out += fmt::format("op {} {} {} {} {} {} | {}\n", e.id, static_cast<char>(e.state), static_cast<int>(e.status),
-                       e.start_us, e.end_us < 0 ? std::string("-") : std::to_string(e.end_us), one_line(e.description),
-                       one_line(e.waiting_for));
+                       trace_clock::to_epoch_us(e.start),
+                       e.end == 0 ? std::string("-") : std::to_string(trace_clock::to_epoch_us(e.end)),
+                       one_line(e.description), one_line(e.waiting_for));
   }
   return out;
 }

@@ -44,8 +44,8 @@ class FlightRecorder {
     uint64_t id = 0;
     bagua_opkind_t kind = BAGUA_OPKIND_SEND;
     std::string description;
-    int64_t start_us = 0;
-    int64_t end_us = -1;
+    uint64_t start = 0;  // base/trace_clock.h stamps; 0: not ended
+    uint64_t end = 0;
     State state = State::kRunning;
     bagua_status_t status = BAGUA_SUCCESS;
     std::string waiting_for;
