@@ -71,6 +71,7 @@ struct Acceptor::Pending {
   Deadline deadline;
   Bytes server_nonce;
   FrameParser parser;
+  bool heard = false;  // any byte received
 };
 
 Acceptor::Acceptor(Socket listener, Bytes secret, int handshake_timeout_ms, std::string role, BodyCheck body_check)
@@ -132,10 +133,17 @@ std::vector<AcceptedPeer> Acceptor::poll(int wait_ms) {
       uint8_t buf[4096];
       size_t want = std::min(conn->parser.wanted(), sizeof(buf));
       ssize_t n = conn->sock.try_recv(buf, want);
-      if (n < 0) {
+      if (n < 0 && !conn->heard) {
+        // Nothing sent at all: a dialer that gave up, e.g. one of an earlier agreement whose connection was still in
+        // the listener's backlog. Not worth a warning.
+        BAGUA_DEBUG("{}: {} closed without sending anything", role_, conn->address);
+        conn->sock.close();
+        done = true;
+      } else if (n < 0) {
         refuse(*conn, "closed before completing the handshake");
         done = true;
       } else if (n > 0) {
+        conn->heard = true;
         conn->parser.feed(buf, static_cast<size_t>(n));
       }
       if (!done && conn->parser.state() == FrameParser::State::kBad) {
