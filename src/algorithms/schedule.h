@@ -75,6 +75,8 @@ inline LocalStep divide_step(void* dst, size_t count) {
   return {LocalStep::Kind::kDivide, dst, nullptr, nullptr, count};
 }
 
+// A finished schedule's rounds are kept, emptied, for the next schedules built on the same thread (their vectors
+// keep their storage): a field added here must also be emptied in Schedule::~Schedule.
 struct Round {
   std::vector<RecvSpec> recvs;
   std::vector<SendSpec> sends;
@@ -148,11 +150,11 @@ struct ScheduleContext {
 
 class Schedule {
  public:
-  explicit Schedule(const ScheduleContext& ctx) : ctx_(ctx) {}
-  Round& round() {
-    rounds_.emplace_back();
-    return rounds_.back();
-  }
+  explicit Schedule(const ScheduleContext& ctx);
+  ~Schedule();
+  Schedule(const Schedule&) = delete;
+  Schedule& operator=(const Schedule&) = delete;
+  Round& round();
   Round& last() { return rounds_.back(); }
   bool empty() const { return rounds_.empty(); }
   // Scratch memory owned by the schedule (uninitialized).

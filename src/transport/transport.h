@@ -31,6 +31,7 @@ struct Transfer {
   uint8_t control[48] = {};                // single-copy header (32 bytes) and acknowledgement (8)
   bagua_status_t failure = BAGUA_SUCCESS;  // when kFailed: REMOTE, INVALID_USAGE (size mismatch) or ABORTED
   std::string error;                       // when kFailed: why
+  size_t pending_slot = SIZE_MAX;          // the transport's bookkeeping (its list of transfers in flight)
 };
 
 struct TransportCounters {

@@ -205,7 +205,9 @@ bool UcxTransport::single_copy_peer(int peer) const {
 
 void UcxTransport::start(Transfer& transfer, bool is_send, int peer, uint64_t tag, size_t bytes) {
   if (shut_down_) fail(BAGUA_ERR_INTERNAL, "transfer on a transport that was shut down");
+  const size_t slot = transfer.pending_slot;  // a reused transfer may still be listed (a failed receive's ack)
   transfer = Transfer{};
+  transfer.pending_slot = slot;
   transfer.is_send = is_send;
   transfer.peer = peer;
   transfer.tag = tag;
@@ -528,7 +530,7 @@ void UcxTransport::shutdown(bool graceful) {
   closing_ = true;
   // Cancel what is pending so that nothing lands in user memory after we return. Receives are cancelled
   // directly; a forced endpoint close completes the sends on it (a dead peer would never acknowledge them).
-  for (Transfer* transfer : std::vector<Transfer*>(pending_.begin(), pending_.end())) {
+  for (Transfer* transfer : pending_.snapshot()) {
     if (!transfer->is_send && transfer->handle) ucp_request_cancel(worker_, transfer->handle);
     if (transfer->is_send && transfer->aux) ucp_request_cancel(worker_, transfer->aux);
   }
@@ -536,9 +538,9 @@ void UcxTransport::shutdown(bool graceful) {
   Deadline deadline = Deadline::after_ms(kCloseTimeoutMs);
   while (!pending_.empty() && !deadline.expired()) {
     ucp_worker_progress(worker_);
-    for (Transfer* transfer : std::vector<Transfer*>(pending_.begin(), pending_.end())) check(*transfer);
+    for (Transfer* transfer : pending_.snapshot()) check(*transfer);
   }
-  for (Transfer* transfer : std::vector<Transfer*>(pending_.begin(), pending_.end())) {
+  for (Transfer* transfer : pending_.snapshot()) {
     // Still not released by UCX: forget it; the worker's destruction below frees it.
     transfer->state = Transfer::State::kFailed;
     transfer->failure = BAGUA_ERR_ABORTED;

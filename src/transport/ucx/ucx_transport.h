@@ -10,7 +10,7 @@
 
 #include <algorithm>
 #include <memory>
-#include <unordered_set>
+#include <vector>
 
 #include "transport/shared_mappings.h"
 #include "transport/transport.h"
@@ -22,6 +22,35 @@ namespace bagua {
 // POSIX mappings not in `before` (what was mapped before UCX started). False for any other mapping.
 constexpr uintptr_t kUcxPrefaultBytes = uintptr_t{3} << 19;
 bool ucx_prefault_range(const SharedMapping& mapping, const std::vector<SharedMapping>& before, uintptr_t* from);
+
+// The transfers in flight, for shutdown to cancel: a vector indexed through Transfer::pending_slot, so that adding and
+// removing allocate nothing (an unordered_set took a node per transfer, two allocations per message).
+class PendingTransfers {
+ public:
+  bool contains(const Transfer* t) const { return t->pending_slot < list_.size() && list_[t->pending_slot] == t; }
+  void insert(Transfer* t) {
+    if (contains(t)) return;
+    t->pending_slot = list_.size();
+    list_.push_back(t);
+  }
+  void erase(Transfer* t) {
+    if (!contains(t)) return;
+    Transfer* last = list_.back();
+    list_[t->pending_slot] = last;
+    last->pending_slot = t->pending_slot;
+    list_.pop_back();
+    t->pending_slot = SIZE_MAX;
+  }
+  bool empty() const { return list_.empty(); }
+  void clear() {
+    for (Transfer* t : list_) t->pending_slot = SIZE_MAX;
+    list_.clear();
+  }
+  std::vector<Transfer*> snapshot() const { return list_; }
+
+ private:
+  std::vector<Transfer*> list_;
+};
 
 class UcxTransport : public Transport {
  public:
@@ -81,7 +110,7 @@ class UcxTransport : public Transport {
   ucp_worker_h worker_ = nullptr;
   std::vector<ucp_ep_h> endpoints_;
   std::vector<std::unique_ptr<PeerState>> peers_;
-  std::unordered_set<Transfer*> pending_;
+  PendingTransfers pending_;
   TransportCounters counters_;
   bool shut_down_ = false;
   bool closing_ = false;  // shutdown in progress: requests are only collected, no new ones posted
