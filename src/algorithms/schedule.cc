@@ -14,12 +14,22 @@ namespace {
 
 // Rounds, and lists of rounds, of this thread's finished schedules, emptied but with their storage: building the next
 // schedule allocates nothing for them (a two-rank alltoall made about ten allocations per call, four of them here).
+// The pool's own storage is reserved up front, so that returning to it from ~Schedule never allocates; a round whose
+// lists grew past kMostSteps (a wide communicator's round) is freed rather than kept.
 struct SpareRounds {
   static constexpr size_t kMostRounds = 64;
   static constexpr size_t kMostLists = 4;
+  static constexpr size_t kMostSteps = 256;
   std::vector<Round> rounds;
   std::vector<std::vector<Round>> lists;
+  SpareRounds() {
+    rounds.reserve(kMostRounds);
+    lists.reserve(kMostLists);
+  }
   ~SpareRounds();
+  static bool worth_keeping(const Round& r) {
+    return std::max({r.recvs.capacity(), r.sends.capacity(), r.during.capacity(), r.after.capacity()}) <= kMostSteps;
+  }
 };
 thread_local bool t_spare_gone = false;  // trivially destructible: readable until the thread ends
 thread_local SpareRounds t_spare;
@@ -38,6 +48,7 @@ Schedule::~Schedule() {
   if (t_spare_gone) return;
   for (Round& r : rounds_) {
     if (t_spare.rounds.size() >= SpareRounds::kMostRounds) break;
+    if (!SpareRounds::worth_keeping(r)) continue;
     r.recvs.clear();
     r.sends.clear();
     r.during.clear();
@@ -45,7 +56,7 @@ Schedule::~Schedule() {
     r.ready = nullptr;
     t_spare.rounds.push_back(std::move(r));
   }
-  if (t_spare.lists.size() < SpareRounds::kMostLists) {
+  if (t_spare.lists.size() < SpareRounds::kMostLists && rounds_.capacity() <= SpareRounds::kMostRounds) {
     rounds_.clear();
     t_spare.lists.push_back(std::move(rounds_));
   }
