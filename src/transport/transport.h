@@ -32,6 +32,20 @@ struct Transfer {
   bagua_status_t failure = BAGUA_SUCCESS;  // when kFailed: REMOTE, INVALID_USAGE (size mismatch) or ABORTED
   std::string error;                       // when kFailed: why
   size_t pending_slot = SIZE_MAX;          // the transport's bookkeeping (its list of transfers in flight)
+
+  Transfer() = default;
+  Transfer(const Transfer&) = default;
+  Transfer(Transfer&&) = default;
+  Transfer& operator=(const Transfer&) = default;
+  Transfer& operator=(Transfer&&) = default;
+  // Still listed by a transport: it would later read and write the freed transfer. Never expected; reported, then
+  // the process aborts rather than corrupting memory.
+  ~Transfer() {
+    if (pending_slot != SIZE_MAX) transfer_destroyed_in_flight(*this);
+  }
+
+ private:
+  [[noreturn]] static void transfer_destroyed_in_flight(const Transfer& transfer);
 };
 
 struct TransportCounters {

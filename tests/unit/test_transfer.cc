@@ -1,0 +1,44 @@
+// A Transfer destroyed while a transport still lists it as in flight (a dangling pointer the transport would later
+// write through) aborts the process with a message naming it; one that is not listed goes quietly.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <string>
+
+#include "transport/transport.h"
+
+using namespace bagua;
+
+TEST_CASE("a transfer destroyed while listed as in flight aborts with a message", "[transport]") {
+  { Transfer quiet; }  // never listed: nothing happens
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    dup2(out[1], STDERR_FILENO);
+    close(out[0]);
+    {
+      Transfer listed;
+      listed.is_send = true;
+      listed.peer = 3;
+      listed.bytes = 4096;
+      listed.pending_slot = 0;  // as UcxTransport's list of transfers in flight leaves it
+    }
+    _exit(0);  // not reached
+  }
+  close(out[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) message.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGABRT);
+  CHECK(message.find("a send of 4096 bytes with rank 3") != std::string::npos);
+  CHECK(message.find("destroyed while the transport still lists it as in flight") != std::string::npos);
+}
