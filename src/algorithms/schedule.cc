@@ -14,40 +14,46 @@ namespace {
 
 // Rounds, and lists of rounds, of this thread's finished schedules, emptied but with their storage: building the next
 // schedule allocates nothing for them (a two-rank alltoall made about ten allocations per call, four of them here).
-// The pool's own storage is reserved up front, so that returning to it from ~Schedule never allocates; a round whose
-// lists grew past kMostSteps (a wide communicator's round) is freed rather than kept.
+// The pool's storage is reserved by the first Schedule built on a thread (which may throw); ~Schedule returns rounds
+// only within that capacity, and only on a thread whose pool is ready, so it never allocates (a schedule may end on
+// another thread than the one that built it). A round whose lists grew past kMostSteps (a wide communicator's
+// round) is freed rather than kept.
 struct SpareRounds {
   static constexpr size_t kMostRounds = 64;
   static constexpr size_t kMostLists = 4;
   static constexpr size_t kMostSteps = 256;
   std::vector<Round> rounds;
   std::vector<std::vector<Round>> lists;
-  SpareRounds() {
-    rounds.reserve(kMostRounds);
-    lists.reserve(kMostLists);
-  }
   ~SpareRounds();
   static bool worth_keeping(const Round& r) {
     return std::max({r.recvs.capacity(), r.sends.capacity(), r.during.capacity(), r.after.capacity()}) <= kMostSteps;
   }
 };
-thread_local bool t_spare_gone = false;  // trivially destructible: readable until the thread ends
+// Both flags are trivially destructible: readable until the thread ends.
+thread_local bool t_spare_ready = false;  // this thread's pool has its storage
+thread_local bool t_spare_gone = false;   // and has been destroyed (the thread is ending)
 thread_local SpareRounds t_spare;
 SpareRounds::~SpareRounds() { t_spare_gone = true; }
 
 }  // namespace
 
 Schedule::Schedule(const ScheduleContext& ctx) : ctx_(ctx) {
-  if (!t_spare_gone && !t_spare.lists.empty()) {
+  if (t_spare_gone) return;
+  if (!t_spare_ready) {
+    t_spare.rounds.reserve(SpareRounds::kMostRounds);
+    t_spare.lists.reserve(SpareRounds::kMostLists);
+    t_spare_ready = true;
+  }
+  if (!t_spare.lists.empty()) {
     rounds_ = std::move(t_spare.lists.back());
     t_spare.lists.pop_back();
   }
 }
 
 Schedule::~Schedule() {
-  if (t_spare_gone) return;
+  if (!t_spare_ready || t_spare_gone) return;
   for (Round& r : rounds_) {
-    if (t_spare.rounds.size() >= SpareRounds::kMostRounds) break;
+    if (t_spare.rounds.size() >= t_spare.rounds.capacity()) break;
     if (!SpareRounds::worth_keeping(r)) continue;
     r.recvs.clear();
     r.sends.clear();
@@ -56,14 +62,14 @@ Schedule::~Schedule() {
     r.ready = nullptr;
     t_spare.rounds.push_back(std::move(r));
   }
-  if (t_spare.lists.size() < SpareRounds::kMostLists && rounds_.capacity() <= SpareRounds::kMostRounds) {
+  if (t_spare.lists.size() < t_spare.lists.capacity() && rounds_.capacity() <= SpareRounds::kMostRounds) {
     rounds_.clear();
     t_spare.lists.push_back(std::move(rounds_));
   }
 }
 
 Round& Schedule::round() {
-  if (!t_spare_gone && !t_spare.rounds.empty()) {
+  if (t_spare_ready && !t_spare_gone && !t_spare.rounds.empty()) {
     rounds_.push_back(std::move(t_spare.rounds.back()));
     t_spare.rounds.pop_back();
   } else {

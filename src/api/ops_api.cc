@@ -20,6 +20,11 @@ struct GroupState {
   std::vector<std::unique_ptr<bagua_request>> posted;
   // Device operations wait for bagua_group_end, which enqueues them together (submit_device_group).
   std::vector<std::unique_ptr<DeviceOperation>> device;
+  // A thread that ends (or exits the process) inside a group: its posted operations are running on their
+  // communicators, which still list them and their transfers. They are left to the communicators, not freed.
+  ~GroupState() {
+    for (auto& request : posted) (void)request.release();
+  }
 };
 thread_local GroupState t_group;
 
@@ -48,6 +53,7 @@ void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
     auto request = std::make_unique<bagua_request>();
     request->comm = handle;
     request->op = std::move(op);
+    t_group.posted.reserve(t_group.posted.size() + 1);  // once started, it must reach the list
     comm.start(*request->op);
     t_group.posted.push_back(std::move(request));
     return;

@@ -645,6 +645,10 @@ void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<De
   }
   const size_t staging = op->held_bytes();  // before it starts: it may lease more then (take_staging counts that)
   op->wait_to_start();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.reserve(entries_.size() + 1);  // once started, op must reach the list: nothing may throw in between
+  }
   comm_.start(*op);  // throws when the communicator is unusable; op's destructor then releases the stream
   std::lock_guard<std::mutex> lock(mutex_);
   submitted_bytes_ += staging;
@@ -695,8 +699,14 @@ void DeviceProxy::run() {
         bool done = false;
         try {
           if (op->device() != current_device) {  // this thread's CUDA calls go to the operation's device
-            runtime_.set_device(op->device());
-            current_device = op->device();
+            try {
+              runtime_.set_device(op->device());
+              current_device = op->device();
+            } catch (const Error& e) {
+              // The operation may have transfers in flight: fail the communicator (which cancels them) and let
+              // test() report it, rather than ending the operation here.
+              comm_.fail_now(e.status(), fmt::format("device proxy thread: {}", e.what()));
+            }
           }
           done = comm_.test(*op);
         } catch (const Error& e) {

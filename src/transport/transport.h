@@ -12,6 +12,15 @@
 
 namespace bagua {
 
+// Where a transport lists a transfer among those in flight (SIZE_MAX: not listed). It belongs to the object's
+// address: a copy is never listed, and assigning to a transfer keeps the destination's own.
+struct TransferListSlot {
+  size_t value = SIZE_MAX;
+  TransferListSlot() = default;
+  TransferListSlot(const TransferListSlot&) noexcept {}
+  TransferListSlot& operator=(const TransferListSlot&) noexcept { return *this; }
+};
+
 // One posted send or receive. Owned by the operation that posted it; must outlive its completion or
 // its cancellation by Transport::shutdown.
 struct Transfer {
@@ -31,7 +40,7 @@ struct Transfer {
   uint8_t control[48] = {};                // single-copy header (32 bytes) and acknowledgement (8)
   bagua_status_t failure = BAGUA_SUCCESS;  // when kFailed: REMOTE, INVALID_USAGE (size mismatch) or ABORTED
   std::string error;                       // when kFailed: why
-  size_t pending_slot = SIZE_MAX;          // the transport's bookkeeping (its list of transfers in flight)
+  TransferListSlot pending_slot;           // the transport's bookkeeping (its list of transfers in flight)
 
   Transfer() = default;
   Transfer(const Transfer&) = default;
@@ -41,7 +50,7 @@ struct Transfer {
   // Still listed by a transport: it would later read and write the freed transfer. Never expected; reported, then
   // the process aborts rather than corrupting memory.
   ~Transfer() {
-    if (pending_slot != SIZE_MAX) transfer_destroyed_in_flight(*this);
+    if (pending_slot.value != SIZE_MAX) transfer_destroyed_in_flight(*this);
   }
 
  private:

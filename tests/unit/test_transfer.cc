@@ -1,5 +1,6 @@
 // A Transfer destroyed while a transport still lists it as in flight (a dangling pointer the transport would later
-// write through) aborts the process with a message naming it; one that is not listed goes quietly.
+// write through) aborts the process with a message naming it; one that is not listed goes quietly. The place in the
+// list belongs to the object: copies are not listed, and assignment keeps the destination's place.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -7,6 +8,7 @@
 
 #include <csignal>
 #include <string>
+#include <utility>
 
 #include "transport/transport.h"
 
@@ -26,7 +28,7 @@ TEST_CASE("a transfer destroyed while listed as in flight aborts with a message"
       listed.is_send = true;
       listed.peer = 3;
       listed.bytes = 4096;
-      listed.pending_slot = 0;  // as UcxTransport's list of transfers in flight leaves it
+      listed.pending_slot.value = 0;  // as UcxTransport's list of transfers in flight leaves it
     }
     _exit(0);  // not reached
   }
@@ -41,4 +43,21 @@ TEST_CASE("a transfer destroyed while listed as in flight aborts with a message"
   CHECK(WTERMSIG(status) == SIGABRT);
   CHECK(message.find("a send of 4096 bytes with rank 3") != std::string::npos);
   CHECK(message.find("destroyed while the transport still lists it as in flight") != std::string::npos);
+}
+
+TEST_CASE("a transfer's place in the transport's list stays with its address", "[transport]") {
+  Transfer listed;
+  listed.peer = 2;
+  listed.pending_slot.value = 5;
+  Transfer copy = listed;  // a copy is a new object: not listed
+  CHECK(copy.peer == 2);
+  CHECK(copy.pending_slot.value == SIZE_MAX);
+  Transfer moved = std::move(copy);
+  CHECK(moved.pending_slot.value == SIZE_MAX);
+  listed = Transfer{};  // reused (UcxTransport::start): the fields reset, its place in the list kept
+  CHECK(listed.peer == -1);
+  CHECK(listed.pending_slot.value == 5);
+  moved = listed;
+  CHECK(moved.pending_slot.value == SIZE_MAX);
+  listed.pending_slot.value = SIZE_MAX;  // as the transport leaves it once it drops the transfer
 }

@@ -205,9 +205,7 @@ bool UcxTransport::single_copy_peer(int peer) const {
 
 void UcxTransport::start(Transfer& transfer, bool is_send, int peer, uint64_t tag, size_t bytes) {
   if (shut_down_) fail(BAGUA_ERR_INTERNAL, "transfer on a transport that was shut down");
-  const size_t slot = transfer.pending_slot;  // a reused transfer may still be listed (a failed receive's ack)
-  transfer = Transfer{};
-  transfer.pending_slot = slot;
+  transfer = Transfer{};  // keeps its place in the list of transfers in flight, if any (a failed receive's ack)
   transfer.is_send = is_send;
   transfer.peer = peer;
   transfer.tag = tag;

@@ -27,23 +27,25 @@ bool ucx_prefault_range(const SharedMapping& mapping, const std::vector<SharedMa
 // removing allocate nothing (an unordered_set took a node per transfer, two allocations per message).
 class PendingTransfers {
  public:
-  bool contains(const Transfer* t) const { return t->pending_slot < list_.size() && list_[t->pending_slot] == t; }
+  bool contains(const Transfer* t) const {
+    return t->pending_slot.value < list_.size() && list_[t->pending_slot.value] == t;
+  }
   void insert(Transfer* t) {
     if (contains(t)) return;
-    t->pending_slot = list_.size();
-    list_.push_back(t);
+    list_.push_back(t);  // first: when it throws, t is not listed
+    t->pending_slot.value = list_.size() - 1;
   }
   void erase(Transfer* t) {
     if (!contains(t)) return;
     Transfer* last = list_.back();
-    list_[t->pending_slot] = last;
-    last->pending_slot = t->pending_slot;
+    list_[t->pending_slot.value] = last;
+    last->pending_slot.value = t->pending_slot.value;
     list_.pop_back();
-    t->pending_slot = SIZE_MAX;
+    t->pending_slot.value = SIZE_MAX;
   }
   bool empty() const { return list_.empty(); }
   void clear() {
-    for (Transfer* t : list_) t->pending_slot = SIZE_MAX;
+    for (Transfer* t : list_) t->pending_slot.value = SIZE_MAX;
     list_.clear();
   }
   std::vector<Transfer*> snapshot() const { return list_; }
