@@ -8,6 +8,7 @@ namespace {
 [[noreturn]] void no_cuda() { fail(BAGUA_ERR_NOT_SUPPORTED, "this bagua was built without CUDA"); }
 }  // namespace
 
+void copy_bytes(void*, const void*, size_t, void*) { no_cuda(); }
 void reduce_from(void*, const void*, const void*, size_t, bagua_datatype_t, bagua_redop_t, void*) { no_cuda(); }
 void divide_by(void*, size_t, bagua_datatype_t, int, void*) { no_cuda(); }
 void reduce_spans(void* const*, int, const void* const*, int, size_t, bagua_datatype_t, bagua_redop_t, int, void*) {

@@ -1,7 +1,7 @@
 // CUDA kernels against the CPU reference, bit for bit: reductions for every datatype and op (random bit
 // patterns, so NaN, Inf and subnormals too), averages, the one-pass reduction of many spans, min-max codes with nearest
 // and stochastic rounding (same key), decompress-accumulate, the quantized allreduce's wire formats, the averaging
-// correction and the gossip difference. Exits 77 (skipped) without a CUDA device.
+// correction, the gossip difference and the copy kernel. Exits 77 (skipped) without a CUDA device.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -72,6 +72,26 @@ void reductions() {
     cudaFree(db);
     cudaFree(dd);
   }
+}
+
+// The library's copies by kernel (cuda::copy_bytes): every word size's path, offsets and lengths off alignment.
+void copies() {
+  const size_t n = 70001;
+  std::vector<uint8_t> src(n);
+  for (size_t i = 0; i < n; ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
+  uint8_t* dsrc = to_device(src);
+  const size_t cases[][3] = {{0, 0, n - 16}, {3, 3, 50001}, {4, 8, 40003}, {1, 2, 4099},
+                             {5, 0, 17},     {0, 0, 1},     {7, 9, 0}};
+  for (const auto& c : cases) {
+    uint8_t* ddst = to_device(std::vector<uint8_t>(n));
+    cuda::copy_bytes(ddst + c[1], dsrc + c[0], c[2], nullptr);
+    cuda::synchronize(nullptr);
+    std::vector<uint8_t> want(n);
+    std::memcpy(want.data() + c[1], src.data() + c[0], c[2]);
+    EXPECT(to_host(ddst, n) == want, "copy of %zu bytes from offset %zu to %zu differs", c[2], c[0], c[1]);
+    cudaFree(ddst);
+  }
+  cudaFree(dsrc);
 }
 
 // The one-pass reduction of spans (the IPC path's owner step) against the CPU's pairwise reductions and division:
@@ -430,6 +450,7 @@ int main() {
     return 77;
   }
   reductions();
+  copies();
   reduce_spans();
   quantization();
   other_kernels();

@@ -11,6 +11,9 @@
 
 namespace bagua::cuda {
 
+// A copy by the multiprocessors instead of the copy engines (docs/cuda.md, "Copies by kernel"): both pointers in memory
+// that kernels on the stream's device can access (its device memory, managed memory, mapped pinned host memory).
+void copy_bytes(void* dst, const void* src, size_t bytes, void* stream);
 void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
                  void* stream);
 void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, void* stream);

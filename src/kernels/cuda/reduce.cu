@@ -1,5 +1,5 @@
 // CUDA reductions for every datatype and op: the CPU reference's rules (wrapping integers, fp16/bf16 through
-// fp32 rounded once, canonical NaN results), one thread per element.
+// fp32 rounded once, canonical NaN results), one thread per element; and the library's copies by kernel.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -89,6 +89,19 @@ __global__ void reduce_spans_kernel(const __grid_constant__ SpanPointers p, size
   }
 }
 
+// Bytes copied by the multiprocessors, in words of W where source and destination share W's alignment: bytes
+// before the first aligned word and after the last go one by one.
+template <typename W>
+__global__ void copy_kernel(uint8_t* dst, const uint8_t* src, size_t bytes, size_t head, size_t words) {
+  const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const W* from = reinterpret_cast<const W*>(src + head);
+  W* to = reinterpret_cast<W*>(dst + head);
+  for (size_t i = first; i < words; i += stride) to[i] = from[i];
+  for (size_t i = first; i < head; i += stride) dst[i] = src[i];
+  for (size_t i = head + words * sizeof(W) + first; i < bytes; i += stride) dst[i] = src[i];
+}
+
 template <typename F>
 void dispatch(bagua_datatype_t dtype, F&& f) {
   switch (dtype) {
@@ -116,6 +129,29 @@ void check_launch(const char* what) {
 }
 
 }  // namespace
+
+void copy_bytes(void* dst, const void* src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  auto* d = static_cast<uint8_t*>(dst);
+  auto* s = static_cast<const uint8_t*>(src);
+  const auto skew = reinterpret_cast<uintptr_t>(d) ^ reinterpret_cast<uintptr_t>(s);
+  auto launch = [&](auto word) {
+    using W = decltype(word);
+    const size_t head = std::min(bytes, (sizeof(W) - reinterpret_cast<uintptr_t>(d) % sizeof(W)) % sizeof(W));
+    const size_t words = (bytes - head) / sizeof(W);
+    // Enough blocks to keep many loads in flight over PCIe, at most 1024.
+    const size_t blocks = std::min<size_t>(1024, std::max<size_t>(1, (std::max(words, head) + 255) / 256));
+    BAGUA_LAUNCH(copy_kernel<W>, static_cast<unsigned>(blocks), 256, 0, static_cast<cudaStream_t>(stream), d, s, bytes,
+                 head, words);
+  };
+  if (skew % 16 == 0)
+    launch(uint4{});
+  else if (skew % 4 == 0)
+    launch(uint32_t{});
+  else
+    launch(uint8_t{});
+  check_launch("CUDA copy");
+}
 
 void reduce_from(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
                  void* stream) {
@@ -162,8 +198,7 @@ void reduce_spans(void* const* dsts, int ndst, const void* const* srcs, int nsrc
     check_launch("CUDA reduction of spans");
     if (last) break;
   }
-  for (int d = kMaxReduceSpans; d < ndst; ++d)
-    cudaMemcpyAsync(dsts[d], dsts[0], count * elem, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
+  for (int d = kMaxReduceSpans; d < ndst; ++d) copy_bytes(dsts[d], dsts[0], count * elem, stream);
 }
 
 namespace {
@@ -202,6 +237,10 @@ void load_kernels() {
         check_launch("loading the CUDA reduction kernels");
     });
   cudaFuncAttributes attrs;
+  if (cudaFuncGetAttributes(&attrs, copy_kernel<uint4>) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, copy_kernel<uint32_t>) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, copy_kernel<uint8_t>) != cudaSuccess)
+    check_launch("loading the CUDA copy kernels");
   if (cudaFuncGetAttributes(&attrs, average_correct_kernel<float>) != cudaSuccess ||
       cudaFuncGetAttributes(&attrs, average_correct_kernel<double>) != cudaSuccess)
     check_launch("loading the CUDA averaging kernels");
