@@ -67,8 +67,8 @@ step() {
   # Kernels and the CUDA-only device checks (capture, lazy loading, cudaMallocAsync, managed memory).
   step cuda:kernels 120 $B/cuda_kernels
   step cuda:device_path 60 $B/cuda_device_path
-  # What a parked user stream blocks: the library's copies must finish behind every kind of user work.
-  step cuda:stream_gate 60 $B/cuda_stream_gate
+  # What a parked user stream blocks (a report), and a protocol that no user work behind the gate can stall.
+  step cuda:stream_gate 90 $B/cuda_stream_gate
   # The mp_collectives matrix on device memory, processes sharing the GPU; mixed host/device ranks; forced
   # algorithms; the staged path across logical hosts (a BAGUA_HOST_ID per pair of ranks).
   for n in 2 3 4; do step matrix:$n 90 $RUN -n $n $B/mp_collectives matrix device; done

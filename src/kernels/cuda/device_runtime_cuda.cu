@@ -74,22 +74,6 @@ int device_of_stream(DeviceStream stream) {
   return device;
 }
 
-// Whether a kernel on `device` can use ptr as it is: that device's memory, managed memory, or pinned host memory
-// mapped at the same address (cudaHostAlloc's mapped memory under unified addressing).
-bool kernel_reachable(const void* ptr, int device) {
-  cudaPointerAttributes attrs{};
-  if (cudaPointerGetAttributes(&attrs, ptr) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  switch (attrs.type) {
-    case cudaMemoryTypeDevice: return attrs.device == device;
-    case cudaMemoryTypeManaged: return true;
-    case cudaMemoryTypeHost: return attrs.devicePointer == ptr;
-    default: return false;
-  }
-}
-
 bool event_done(cudaEvent_t event, const char* what) {
   RelaxedCapture relaxed;
   cudaError_t err = cudaEventQuery(event);
@@ -248,17 +232,10 @@ class CudaRuntime final : public DeviceRuntime {
                         CU_STREAM_WAIT_VALUE_GEQ);
     if (res != CUDA_SUCCESS) fail(BAGUA_ERR_CUDA, "cuStreamWaitValue32 failed with CUresult {}", static_cast<int>(res));
   }
-  // By kernel where both sides are reachable from the stream's device, else by cudaMemcpyAsync (docs/cuda.md,
-  // "Copies by kernel"): a copy engine's queue can hold a user's copy parked behind one of our stream gates.
   void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
     RelaxedCapture relaxed;
-    const int device = device_of_stream(stream);
-    DeviceGuard on(device);
-    if (bytes == 0) return;
-    if (kernel_reachable(dst, device) && kernel_reachable(src, device))
-      cuda::copy_bytes(dst, src, bytes, stream);
-    else
-      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
+    DeviceGuard on(device_of_stream(stream));
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
   }
   DeviceStream create_stream(int device) override {
     RelaxedCapture relaxed;
