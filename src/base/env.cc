@@ -50,6 +50,8 @@ constexpr EnvSetting kSettings[] = {
     {"BAGUA_STANDIN_GPU", "testing only: the identity of the stand-in's GPU (default standin-gpu-0)", "user"},
     {"BAGUA_STANDIN_IPC_FAILS", "testing only: 1 makes the stand-in fail to open peers' IPC handles", "user"},
     {"BAGUA_STANDIN_COPY_US", "testing only: every stand-in copy takes at least this many microseconds", "user"},
+    {"BAGUA_STANDIN_BLOCKING_COPIES",
+     "testing only: 1 makes stand-in copies to or from pageable memory block, holding a lock", "user"},
     {"BAGUA_INTER_HOST_GBPS", "GB/s between hosts, for the cost model (default 1.25)", "user"},
     {"BAGUA_QUANTIZED_MIN_BYTES",
      "quantized allreduce below this many input bytes sends full precision (default: 1 MiB within one host, 32 KiB "

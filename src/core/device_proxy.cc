@@ -15,6 +15,14 @@ namespace bagua {
 namespace {
 
 constexpr uint32_t kGateWordsPerPage = 1024;
+// How much longer than BAGUA_TIMEOUT the monitor lets the proxy thread stay in one round of its loop while gates are
+// parked (a staging copy's own wait, ~DeviceOperation's, gives up at BAGUA_TIMEOUT).
+constexpr int64_t kMonitorMarginMs = 2000;
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // CUDA's special stream handles: the legacy default stream (also NULL) and the per-thread default stream.
 const DeviceStream kLegacyStream = reinterpret_cast<DeviceStream>(0x1);
@@ -144,6 +152,7 @@ DeviceOperation::~DeviceOperation() {
                                fmt::format("{}: a staging copy did not finish within BAGUA_TIMEOUT", description()));
         break;
       }
+      proxy_.heartbeat();  // each wait for the copies is one call: the monitor times calls, not this loop
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     host_op_.reset();
@@ -201,7 +210,14 @@ void DeviceOperation::copy_all(const std::vector<DeviceCopy>& copies, DeviceStre
     if (c.bytes > 0) proxy_.runtime().copy_async(c.dst, c.src, c.bytes, stream);
 }
 
+void DeviceOperation::refuse_if_released() const {
+  if (proxy_.streams_released())
+    bagua::fail(BAGUA_ERR_TIMEOUT, "{}: its stream was released by the device proxy's monitor; no more device work",
+                description());
+}
+
 void DeviceOperation::issue(const std::function<void(DeviceStream)>& launch) {
+  refuse_if_released();
   DeviceStream copy_stream = proxy_.copy_stream(device_);
   copies_done_.reset();
   copies_unknown_ = true;  // until the event that covers this work is recorded
@@ -245,6 +261,7 @@ void DeviceOperation::start_pipeline() {
 }
 
 void DeviceOperation::issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last, bool events) {
+  refuse_if_released();
   DeviceStream copy_stream = proxy_.copy_stream(device_);
   DeviceRuntime& runtime = proxy_.runtime();
   copies_done_.reset();
@@ -405,7 +422,19 @@ DeviceProxy::DeviceProxy(Comm& comm) : comm_(comm), runtime_(device_runtime()) {
       comm_.config().ipc_cache_entries,
       [runtime](const IpcHandle& handle, int device) { return runtime->open_ipc(handle, device); },
       [this](void* mapped, int device) { close_later(mapped, device); });
+  heartbeat();
   thread_ = std::thread([this] { run(); });
+  try {
+    monitor_ = std::thread([this] { monitor(); });
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      changed_.notify_all();
+    }
+    thread_.join();
+    throw;
+  }
 }
 
 DeviceProxy::~DeviceProxy() {
@@ -424,10 +453,17 @@ DeviceProxy::~DeviceProxy() {
   }
   thread_.join();
   for (Entry& e : entries_) {
+    heartbeat();
     e.op->fail(BAGUA_ERR_ABORTED, "the communicator was destroyed");
     finish(e, BAGUA_ERR_ABORTED, "the communicator was destroyed");
   }
   entries_.clear();
+  {
+    std::lock_guard<std::mutex> lock(parked_mutex_);
+    monitor_stopping_ = true;
+    monitor_wake_.notify_all();
+  }
+  monitor_.join();
   ipc_cache_.reset();
   close_pending(true);
   for (auto& [device, stream] : copy_streams_) runtime_.destroy_stream(stream);
@@ -589,8 +625,12 @@ std::shared_ptr<StreamGate> DeviceProxy::park(DeviceStream stream) {
     value = ++gate_generation_[slot];
     word = &gate_pages_[slot / kGateWordsPerPage][slot % kGateWordsPerPage];
   }
-  auto gate = std::make_shared<StreamGate>(this, slot, value);  // released (a no-op) if wait_value throws
+  auto gate = std::make_shared<StreamGate>(this, slot, value);  // released (a no-op) if what follows throws
   g_parked_gates.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(parked_mutex_);
+    parked_.push_back({slot, word, value});
+  }
   runtime_.wait_value(stream, word, value);
   return gate;
 }
@@ -615,6 +655,12 @@ void DeviceProxy::close_pending(bool force) {
 
 void DeviceProxy::release_slot(uint32_t slot, uint32_t value) {
   g_parked_gates.fetch_sub(1);
+  {
+    // Before the slot can be reused: the monitor stores only into words still listed here.
+    std::lock_guard<std::mutex> lock(parked_mutex_);
+    auto it = std::find_if(parked_.begin(), parked_.end(), [&](const ParkedGate& g) { return g.slot == slot; });
+    if (it != parked_.end()) parked_.erase(it);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   __atomic_store_n(&gate_pages_[slot / kGateWordsPerPage][slot % kGateWordsPerPage], value, __ATOMIC_RELEASE);
   try {
@@ -675,14 +721,65 @@ void DeviceProxy::finish(Entry& entry, bagua_status_t status, const std::string&
   }
 }
 
+void DeviceProxy::heartbeat() { heartbeat_ns_.store(steady_ns()); }
+
+void DeviceProxy::monitor() {
+  const int64_t limit_ns = (comm_.config().timeout_ms + kMonitorMarginMs) * 1000000;
+  std::unique_lock<std::mutex> lock(parked_mutex_);
+  while (!monitor_stopping_) {
+    monitor_wake_.wait_for(lock, std::chrono::milliseconds(100));
+    if (monitor_stopping_ || parked_.empty()) continue;
+    const int64_t stuck_ns = steady_ns() - heartbeat_ns_.load();
+    if (stuck_ns < limit_ns) continue;
+    // The flag first: the proxy thread, waking, must never see a released stream without it.
+    int64_t expected = 0;
+    const bool first =
+        forced_open_after_ms_.compare_exchange_strong(expected, std::max<int64_t>(1, stuck_ns / 1000000));
+    for (const ParkedGate& gate : parked_) __atomic_store_n(gate.word, gate.value, __ATOMIC_RELEASE);
+    if (!first) continue;
+    const size_t released = parked_.size();
+    lock.unlock();
+    BAGUA_WARN(
+        "the device proxy thread has been inside one CUDA call for {:.1f} s with {} stream(s) parked on its "
+        "gates: releasing them (the calls in flight fail, their output is undefined)",
+        stuck_ns / 1e9, released);
+    lock.lock();
+  }
+}
+
+void DeviceProxy::report_forced_open(bagua_status_t* status, std::string* error) {
+  const int64_t stuck_ms = forced_open_after_ms_.load();
+  if (stuck_ms == 0) return;
+  const std::string message = fmt::format(
+      "the device proxy thread was inside a CUDA call for {:.1f} s while streams waited on its gates, so they were "
+      "released and the device calls in flight failed; a thread waiting inside the CUDA driver for such a stream (a "
+      "copy to or from pageable memory, a synchronize) can cause this (docs/cuda.md)",
+      stuck_ms / 1000.0);
+  if (!forced_open_reported_) {
+    forced_open_reported_ = true;
+    comm_.fail_now(BAGUA_ERR_TIMEOUT, message);
+    heartbeat();
+  }
+  if (*status == BAGUA_SUCCESS) {
+    *status = BAGUA_ERR_TIMEOUT;
+    *error = message;
+  }
+}
+
 void DeviceProxy::run() {
   runtime_.enter_library_thread();
   Backoff backoff;
   std::vector<DeviceOperation*> snapshot;
   int current_device = -1;
   for (;;) {
+    heartbeat();
     bool progressed = false;
     try {
+      if (forced_open_after_ms_.load() != 0 && !forced_open_reported_) {
+        bagua_status_t status = BAGUA_SUCCESS;
+        std::string error;
+        report_forced_open(&status, &error);
+      }
       {
         std::unique_lock<std::mutex> lock(mutex_);
         if (stopping_) return;
@@ -714,6 +811,9 @@ void DeviceProxy::run() {
           status = e.status();
           error = e.what();
         }
+        // Released by the monitor while this thread was stuck: the call's output is undefined, whatever it says.
+        heartbeat();
+        report_forced_open(&status, &error);
         if (!done) continue;
         progressed = true;
         Entry entry;
@@ -724,6 +824,7 @@ void DeviceProxy::run() {
           entries_.erase(it);
         }
         finish(entry, status, error);
+        heartbeat();
       }
     } catch (const std::exception& e) {
       // Out of memory or a CUDA failure outside an operation: fail the communicator; its operations then end.

@@ -186,6 +186,8 @@ class DeviceOperation final : public Operation, private StagingWindow {
   void output_final(size_t piece, bool early) override;
   // Runs launch on the copy stream and records the event quiescent() waits for.
   void issue(const std::function<void(DeviceStream)>& launch);
+  // Throws TIMEOUT once the monitor has released the streams: no new device work then.
+  void refuse_if_released() const;
   void copy_all(const std::vector<DeviceCopy>& copies, DeviceStream stream);
 
   DeviceProxy& proxy_;
@@ -265,6 +267,10 @@ class DeviceProxy {
   }
   // Parks the stream's later work on a fresh gate.
   std::shared_ptr<StreamGate> park(DeviceStream stream);
+  // The proxy thread is alive and not inside a call (monitor).
+  void heartbeat();
+  // The monitor released the parked streams (the communicator fails).
+  bool streams_released() const { return forced_open_after_ms_.load() != 0; }
   // The library's copy stream on `device`.
   DeviceStream copy_stream(int device);
   // Peers' allocations mapped through IPC (used by the proxy thread only; opened() may be read from any).
@@ -317,6 +323,21 @@ class DeviceProxy {
   void close_later(void* mapped, int device);
   void close_pending(bool force);
 
+  // The monitor, a thread that makes no runtime call (docs/cuda.md, "What a parked stream blocks"): when the proxy
+  // thread's heartbeat (each round, operation and wait) is older than BAGUA_TIMEOUT plus kMonitorMarginMs while
+  // streams are parked on this proxy's gates, one call of that thread has not returned (a user thread waiting inside
+  // the driver for one of those streams can do that): the monitor opens the gates, and the proxy thread, once back,
+  // fails the communicator and issues no more device work.
+  void monitor();
+  // Once the monitor has opened gates: fails the communicator (the first time) and turns a success of the operation
+  // just tested into that error. Proxy thread.
+  void report_forced_open(bagua_status_t* status, std::string* error);
+  struct ParkedGate {
+    uint32_t slot;
+    volatile uint32_t* word;
+    uint32_t value;
+  };
+
   Comm& comm_;
   DeviceRuntime& runtime_;
   std::mutex mutex_;
@@ -341,7 +362,15 @@ class DeviceProxy {
   std::vector<std::pair<void*, int>> pending_closes_;
   std::atomic<uint64_t> in_host_through_ipc_{0}, in_host_staged_{0}, compressed_on_device_{0};
   std::atomic<uint64_t> pipelined_calls_{0}, early_output_pieces_{0}, overlapped_steps_{0};
+  std::mutex parked_mutex_;  // never held across a runtime call
+  std::condition_variable monitor_wake_;
+  std::vector<ParkedGate> parked_;  // gates parked and not yet released
+  bool monitor_stopping_ = false;
+  std::atomic<int64_t> heartbeat_ns_;             // the proxy thread's last round of its loop (steady clock)
+  std::atomic<int64_t> forced_open_after_ms_{0};  // set by the monitor: how long the proxy thread had been stuck
+  bool forced_open_reported_ = false;             // proxy thread
   std::thread thread_;
+  std::thread monitor_;
 };
 
 // The device calls of one bagua_group_start/end, possibly of several communicators: on each stream, one input

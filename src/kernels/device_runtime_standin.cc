@@ -3,7 +3,12 @@
 // data path's protocol (ordering, release, failure, abort, IPC mappings) where no GPU is. Device 0 is its only
 // device; BAGUA_STANDIN_GPU names it (default "standin-gpu-0"), so that ranks can play different GPUs,
 // BAGUA_STANDIN_IPC_FAILS=1 makes opening a peer's IPC handle fail, and BAGUA_STANDIN_COPY_US makes every copy take
-// at least that long (a step that read a staging piece before its copy arrived then reads stale bytes).
+// at least that long (a step that read a staging piece before its copy arrived then reads stale bytes), and
+// BAGUA_STANDIN_BLOCKING_COPIES=1 plays what a GPU driver did on the H200 (docs/cuda.md, "What a parked stream
+// blocks"): a copy to or from pageable memory (not device, alloc_mapped or IPC-mapped memory) returns only once its
+// stream has run it, and holds meanwhile a process-wide lock. The calls the device proxy makes during an operation
+// wait for that lock (events, copies, kernels, stream waits, allocations, stream creation, IPC opens); those that
+// stream tasks make (free_device) and queries do not.
 // Device memory is a memfd per allocation, so a peer process maps it through /proc/<pid>/fd/<fd> as IPC would.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -32,6 +37,26 @@
 namespace bagua {
 
 namespace {
+
+// BAGUA_STANDIN_BLOCKING_COPIES: the "driver lock" a blocking copy holds until its stream has run it.
+std::mutex g_driver_lock;
+bool blocking_copies() {
+  static const bool on = [] {
+    const char* text = env_get_nonempty("BAGUA_STANDIN_BLOCKING_COPIES");
+    return text != nullptr && std::strcmp(text, "0") != 0;
+  }();
+  return on;
+}
+// Taken by each runtime call the library makes while that lock may be held elsewhere.
+class DriverTurn {
+ public:
+  DriverTurn() : lock_(g_driver_lock, std::defer_lock) {
+    if (blocking_copies()) lock_.lock();
+  }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+};
 
 class StandinStream {
  public:
@@ -76,7 +101,10 @@ class StandinStream {
 class StandinEvent final : public DeviceEvent {
  public:
   StandinEvent(StandinStream* stream, uint64_t target) : stream_(stream), target_(target) {}
-  bool done() override { return stream_->finished() >= target_; }
+  bool done() override {
+    DriverTurn turn;
+    return stream_->finished() >= target_;
+  }
 
  private:
   StandinStream* stream_;
@@ -121,6 +149,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   }
 
   std::unique_ptr<DeviceEvent> record(DeviceStream stream) override {
+    DriverTurn turn;
     StandinStream* s = stream_of(stream);
     return std::make_unique<StandinEvent>(s, s->enqueued());
   }
@@ -133,6 +162,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     return new StandinEvent(s, s->enqueued());
   }
   void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) override {
+    DriverTurn turn;
     stream_of(stream)->enqueue([word, value] {
       while (!word_reached(word, value)) std::this_thread::sleep_for(std::chrono::microseconds(20));
     });
@@ -142,6 +172,16 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
       const char* text = env_get_nonempty("BAGUA_STANDIN_COPY_US");
       return text ? std::max(0L, std::atol(text)) : 0L;
     }();
+    if (blocking_copies() && (pageable(dst) || pageable(src))) {
+      // As the driver's pageable copies: returns once the stream has run it, holding the driver lock until then.
+      std::lock_guard<std::mutex> held(g_driver_lock);
+      StandinStream* s = stream_of(stream);
+      s->enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+      const uint64_t target = s->enqueued();
+      while (s->finished() < target) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      return;
+    }
+    DriverTurn turn;
     stream_of(stream)->enqueue([dst, src, bytes] {
       if (delay_us == 0) {
         std::memcpy(dst, src, bytes);
@@ -154,12 +194,31 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
       std::memcpy(dst, held.data(), bytes);
     });
   }
-  DeviceStream create_stream(int) override { return new StandinStream; }
+  DeviceStream create_stream(int) override {
+    DriverTurn turn;
+    return new StandinStream;
+  }
   void destroy_stream(DeviceStream) override {}  // its thread may still run; the object is leaked on purpose
 
-  void* alloc_mapped(size_t bytes) override { return std::malloc(bytes ? bytes : 1); }
-  void free_mapped(void* ptr) override { std::free(ptr); }
+  void* alloc_mapped(size_t bytes) override {
+    DriverTurn turn;
+    void* p = std::malloc(bytes ? bytes : 1);
+    if (p != nullptr) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      mapped_blocks_[reinterpret_cast<uintptr_t>(p)] = bytes ? bytes : 1;
+    }
+    return p;
+  }
+  void free_mapped(void* ptr) override {
+    DriverTurn turn;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      mapped_blocks_.erase(reinterpret_cast<uintptr_t>(ptr));
+    }
+    std::free(ptr);
+  }
   void* alloc_device(size_t bytes, int) override {
+    DriverTurn turn;
     const size_t length = mapped_length(bytes);
     int fd = memfd_create("bagua-standin-device", MFD_CLOEXEC);
     if (fd < 0) return nullptr;
@@ -227,6 +286,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     std::memcpy(out->bytes, &h, sizeof(h));
   }
   void* open_ipc(const IpcHandle& handle, int) override {
+    DriverTurn turn;
     if (const char* fails = env_get_nonempty("BAGUA_STANDIN_IPC_FAILS"); fails && std::strcmp(fails, "0") != 0)
       fail(BAGUA_ERR_CUDA, "stand-in IPC: opening handles fails here (BAGUA_STANDIN_IPC_FAILS)");
     StandinIpcHandle h;
@@ -265,13 +325,16 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   std::vector<GpuId> reachable_gpus(int device) override { return {gpu_id(device)}; }
   void reduce_async(void* dst, const void* a, const void* b, size_t count, bagua_datatype_t dtype, bagua_redop_t op,
                     DeviceStream stream) override {
+    DriverTurn turn;
     stream_of(stream)->enqueue([=] { reduce_from(dst, a, b, count, dtype, op); });
   }
   void divide_async(void* dst, size_t count, bagua_datatype_t dtype, int divisor, DeviceStream stream) override {
+    DriverTurn turn;
     stream_of(stream)->enqueue([=] { divide_by(dst, count, dtype, divisor); });
   }
   void reduce_spans_async(const std::vector<void*>& dsts, const std::vector<const void*>& srcs, size_t count,
                           bagua_datatype_t dtype, bagua_redop_t op, int divisor, DeviceStream stream) override {
+    DriverTurn turn;
     stream_of(stream)->enqueue([=] {
       const size_t bytes = count * datatype_size(dtype);
       if (srcs.size() == 1 && dsts[0] != srcs[0]) std::memcpy(dsts[0], srcs[0], bytes);
@@ -283,14 +346,17 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   }
   void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype,
                              int n, DeviceStream stream) override {
+    DriverTurn turn;
     stream_of(stream)->enqueue([=] { average_correct(x, sum, snapshot, count, dtype, n); });
   }
   void compress_async(const CompressionSpec& spec, const float* x, size_t count, float* error, const RoundingKey& key,
                       uint8_t* out, DeviceStream stream) override {
+    DriverTurn turn;
     stream_of(stream)->enqueue([=] { compress_floats(spec, x, count, error, key, out); });
   }
   void decompress_async(const CompressionSpec& spec, const uint8_t* in, size_t count, float* out, bool accumulate,
                         DeviceStream stream) override {
+    DriverTurn turn;
     stream_of(stream)->enqueue([=] {
       if (accumulate)
         decompress_accumulate_floats(spec, in, count, out);
@@ -301,6 +367,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   void gossip_difference_async(float* diff, const float* x, const float* self, const float* const* replicas,
                                const float* weights, int nreplicas, float self_weight, size_t count,
                                DeviceStream stream) override {
+    DriverTurn turn;
     std::vector<const float*> r(replicas, replicas + nreplicas);
     std::vector<float> w(weights, weights + nreplicas);
     stream_of(stream)->enqueue(
@@ -308,6 +375,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   }
   void convert_async(void* dst, bagua_datatype_t dst_type, const void* src, bagua_datatype_t src_type, size_t count,
                      DeviceStream stream) override {
+    DriverTurn turn;
     stream_of(stream)->enqueue([=] { convert_floats(dst, dst_type, src, src_type, count); });
   }
   void synchronize(DeviceStream stream, int timeout_ms) override {
@@ -349,6 +417,20 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   std::map<uintptr_t, Block> device_blocks_;
   uint64_t next_buffer_id_ = 0;
   std::map<void*, size_t> ipc_mappings_;
+  std::map<uintptr_t, size_t> mapped_blocks_;  // alloc_mapped's ("pinned")
+  // Host memory that is neither stand-in device memory nor alloc_mapped's: "pageable".
+  bool pageable(const void* ptr) {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto mapped = mapped_blocks_.upper_bound(p);
+    if (mapped != mapped_blocks_.begin() && p < std::prev(mapped)->first + std::prev(mapped)->second) return false;
+    auto peer = ipc_mappings_.upper_bound(const_cast<void*>(ptr));
+    if (peer != ipc_mappings_.begin() &&
+        p < reinterpret_cast<uintptr_t>(std::prev(peer)->first) + std::prev(peer)->second)
+      return false;
+    auto device = device_blocks_.upper_bound(p);
+    return !(device != device_blocks_.begin() && p < std::prev(device)->first + std::prev(device)->second.bytes);
+  }
   StandinStream legacy_default_;
 };
 

@@ -389,6 +389,37 @@ int abort_enqueued(bagua_comm_t comm) {
   return 0;
 }
 
+// Run with BAGUA_STANDIN_BLOCKING_COPIES=1, BAGUA_TIMEOUT=2, BAGUA_ALGO=allreduce:ring (staged) and
+// BAGUA_STANDIN_COPY_US=200000 (the staging copy is still running when the download below takes the lock; docs/cuda.md,
+// "What a parked stream blocks"). Each rank copies its result to pageable memory right after the call, as the tests
+// did on the H200: the copy holds the stand-in's driver lock until the parked stream moves, so the proxy thread's next
+// runtime call waits for it. The monitor releases the stream after BAGUA_TIMEOUT + 2 s; the copy returns and the
+// communicator fails, naming the cause, instead of hanging.
+int blocked(bagua_comm_t comm) {
+  void* stream = g_rt->create_stream(0);
+  DevBuf b(1 << 12);
+  for (auto& v : b.host) v = g_rank + 1;
+  b.upload(stream);  // pageable: returns once the (idle) stream has run it
+  auto start = Clock::now();
+  MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+  b.download(stream);  // waits for the parked stream, holding the lock
+  const double released = since(start);
+  bagua_status_t async = BAGUA_SUCCESS;
+  for (auto wait = Clock::now(); async == BAGUA_SUCCESS && since(wait) < 10;) {
+    MP_OK(bagua_comm_get_async_error(comm, &async));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  MP_CHECK(async == BAGUA_ERR_TIMEOUT);  // this rank's monitor, or the peer's (a peer's TIMEOUT stays TIMEOUT)
+  MP_CHECK(released > 3.5 && released < 8);
+  std::vector<int64_t> host(4, 1);
+  MP_CHECK(bagua_allreduce(host.data(), host.data(), host.size(), BAGUA_INT64, BAGUA_SUM, comm, nullptr) == async);
+  const std::string error = bagua_get_last_error(comm);
+  MP_CHECK(error.find("inside a CUDA call") != std::string::npos);
+  if (g_rank == 0) std::printf("blocked: the stream was released after %.1f s; %s\n", released, error.c_str());
+  bagua_comm_destroy(comm);
+  return 0;
+}
+
 // Run with BAGUA_DEVICE_MEMORY_LIMIT=1048576.
 int limit(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
@@ -1235,6 +1266,7 @@ int main(int argc, char** argv) {
   if (mode == "failure") return failure(comm, argc > 2 && std::string(argv[2]) == "quantized");
   if (mode == "abort") return abort_enqueued(comm);
   if (mode == "limit") return limit(comm);
+  if (mode == "blocked") return blocked(comm);
   if (mode == "turn") return turn(comm);
   if (mode == "pipelined") {
     int rc = pipelined(comm);
