@@ -45,6 +45,11 @@ std::vector<StreamUse> g_stream_uses;  // entries are reused, never erased (indi
 
 bool is_legacy(DeviceStream s) { return s == nullptr || s == kLegacyStream; }
 
+bool word_reached(const volatile uint32_t* word, uint32_t value) {
+  const uint32_t now = __atomic_load_n(const_cast<const uint32_t*>(word), __ATOMIC_ACQUIRE);
+  return static_cast<int32_t>(now - value) >= 0;
+}
+
 // Whether work on `a` of one thread rank would be ordered behind work on `b` of another.
 bool ordered_behind(const StreamUse& a, const StreamUse& b) {
   if (a.device != b.device) return false;
@@ -56,6 +61,8 @@ bool ordered_behind(const StreamUse& a, const StreamUse& b) {
 }
 
 }  // namespace
+
+bool StreamSignal::reached() const { return word != nullptr && word_reached(word, value); }
 
 // ---- stream claims ----
 
@@ -138,6 +145,9 @@ DeviceOperation::DeviceOperation(bagua_opkind_t kind, DeviceProxy& proxy, Device
       staging_(std::move(staging)) {}
 
 DeviceOperation::~DeviceOperation() {
+  // Staged on the caller's stream: the stream runs the copies, so release it first (the whole group's gate: a failed
+  // call's output is undefined), then wait for them.
+  if (on_caller_stream_ && gate_) gate_->release();
   // Never hand back staging that a copy still uses, nor release the stream before our copy into its buffer ends.
   try {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(proxy_.comm().config().timeout_ms);
@@ -150,12 +160,15 @@ DeviceOperation::~DeviceOperation() {
         device_scratch_ = nullptr;
         proxy_.comm().fail_now(BAGUA_ERR_CUDA,
                                fmt::format("{}: a staging copy did not finish within BAGUA_TIMEOUT", description()));
+        input_signalled_ = output_signalled_ = false;  // their words may still be written: never reuse them
         break;
       }
       proxy_.heartbeat();  // each wait for the copies is one call: the monitor times calls, not this loop
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     host_op_.reset();
+    if (input_signalled_) proxy_.give_back_signal(input_signal_);
+    if (output_signalled_) proxy_.give_back_signal(output_signal_);
     if (device_scratch_ != nullptr) proxy_.runtime().free_device_async(device_scratch_, proxy_.copy_stream(device_));
   } catch (...) {
   }
@@ -196,7 +209,13 @@ void DeviceOperation::set_host_operation(std::function<std::unique_ptr<Operation
   set_description(std::move(description));
 }
 
+bool DeviceOperation::caller_stream_quiescent() const {
+  if (output_signalled_) return output_signal_.reached();
+  return !input_signalled_ || input_signal_.reached();  // (no output copies were enqueued)
+}
+
 bool DeviceOperation::quiescent() {
+  if (on_caller_stream_ && !caller_stream_quiescent()) return false;
   if (copies_unknown_) return false;
   try {
     return copies_done_ == nullptr || copies_done_->done();
@@ -240,6 +259,47 @@ constexpr size_t kPipelineMinBytes = 4 << 20;
 constexpr size_t kPipelinePieceMinBytes = 1 << 20;
 constexpr size_t kPipelineMaxPieces = 16;
 }  // namespace
+
+// Below kPipelineMinBytes of staging: larger calls pipeline, and calls queued on a stream share their blocks only
+// when each takes its block as it starts (the caller's stream copies into a block chosen at the call).
+bool DeviceOperation::can_stage_on_caller_stream() const {
+  return lay_out_ && !deferred_ && build_ != nullptr && staging_.bytes() < kPipelineMinBytes;
+}
+
+void DeviceOperation::enqueue_input_on_caller_stream() {
+  on_caller_stream_ = true;
+  const size_t before = held_bytes();
+  take_staging();  // the block and the copies' layout, now
+  grown_at_call_ = held_bytes() - before;
+  DeviceRuntime& runtime = proxy_.runtime();
+  // By kernel where the stream's device reaches both sides: a copy engine's queue can hold a copy parked behind a gate.
+  const bool by_kernel = runtime.stream_device(stream_) == device_;
+  for (const DeviceCopy& c : copies_in_) {
+    if (c.bytes == 0) continue;
+    if (by_kernel)
+      runtime.kernel_copy_async(c.dst, c.src, c.bytes, stream_);
+    else
+      runtime.copy_async(c.dst, c.src, c.bytes, stream_);
+  }
+  input_signal_ = proxy_.take_signal();
+  runtime.write_value(stream_, input_signal_.word, input_signal_.value);
+  input_signalled_ = true;
+}
+
+void DeviceOperation::enqueue_output_on_caller_stream() {
+  DeviceRuntime& runtime = proxy_.runtime();
+  const bool by_kernel = runtime.stream_device(stream_) == device_;
+  for (const DeviceCopy& c : copies_out_) {
+    if (c.bytes == 0) continue;
+    if (by_kernel)
+      runtime.kernel_copy_async(c.dst, c.src, c.bytes, stream_);
+    else
+      runtime.copy_async(c.dst, c.src, c.bytes, stream_);
+  }
+  output_signal_ = proxy_.take_signal();
+  runtime.write_value(stream_, output_signal_.word, output_signal_.value);
+  output_signalled_ = true;
+}
 
 void DeviceOperation::start_pipeline() {
   pipelined_ = true;
@@ -346,24 +406,27 @@ void DeviceOperation::release_staging() {
 void DeviceOperation::advance(Transport& transport) {
   switch (phase_) {
     case Phase::kWaitInput: {
-      if (!input_ready_->done()) return;
+      // Staged by the caller's stream, the operation makes no CUDA call: its input signal says the copies are done.
+      if (on_caller_stream_ ? !input_signal_.reached() : !input_ready_->done()) return;
       phase_ = Phase::kCopyIn;
       note_progress();
-      if (!deferred_) take_staging();
+      if (!deferred_ && !on_caller_stream_) take_staging();
       note_started();
-      size_t in_bytes = 0, out_bytes = 0;
-      for (const DeviceCopy& c : copies_in_) in_bytes += c.bytes;
-      for (const DeviceCopy& c : copies_out_) out_bytes += c.bytes;
-      if (pipeline_allowed_ && !deferred_ && std::max(in_bytes, out_bytes) >= kPipelineMinBytes &&
-          proxy_.pipelined_staging()) {
-        host_op_ = build_();  // builders lay out steps on the staging; none reads it
-        if (host_op_->pipelines_staging()) start_pipeline();
+      if (!on_caller_stream_) {
+        size_t in_bytes = 0, out_bytes = 0;
+        for (const DeviceCopy& c : copies_in_) in_bytes += c.bytes;
+        for (const DeviceCopy& c : copies_out_) out_bytes += c.bytes;
+        if (pipeline_allowed_ && !deferred_ && std::max(in_bytes, out_bytes) >= kPipelineMinBytes &&
+            proxy_.pipelined_staging()) {
+          host_op_ = build_();  // builders lay out steps on the staging; none reads it
+          if (host_op_->pipelines_staging()) start_pipeline();
+        }
+        if (!deferred_ && !pipelined_) issue([this](DeviceStream s) { copy_all(copies_in_, s); });
       }
-      if (!deferred_ && !pipelined_) issue([this](DeviceStream s) { copy_all(copies_in_, s); });
       [[fallthrough]];
     }
     case Phase::kCopyIn:
-      if (!deferred_ && !pipelined_ && !copies_done_->done()) return;
+      if (!on_caller_stream_ && !deferred_ && !pipelined_ && !copies_done_->done()) return;
       if (!host_op_) host_op_ = build_();
       if (!collective_name()) set_algorithm(host_op_->collective_name(), host_op_->algorithm_name());  // relaxations
       phase_ = Phase::kRun;
@@ -384,7 +447,9 @@ void DeviceOperation::advance(Transport& transport) {
       if (host_op_->running()) return;
       phase_ = Phase::kCopyOut;
       note_progress();
-      if (pipelined_) {
+      if (on_caller_stream_) {
+        gate_.reset();  // the last operation of its group on this stream releases it; the stream copies out
+      } else if (pipelined_) {
         proxy_.count_pipelined(early_pieces_, overlapped_steps_);
         issue_pieces(out_pieces_, 0, out_pieces_.size(), false);  // those no step reported final
       } else if (!deferred_ || copy_out_wanted_) {
@@ -393,7 +458,7 @@ void DeviceOperation::advance(Transport& transport) {
       [[fallthrough]];
     }
     case Phase::kCopyOut:
-      if (copies_done_ && !copies_done_->done()) return;
+      if (on_caller_stream_ ? !caller_stream_quiescent() : copies_done_ && !copies_done_->done()) return;
       phase_ = Phase::kDone;
       finish();
       return;
@@ -406,7 +471,9 @@ std::string DeviceOperation::waiting_for() const {
     case Phase::kWaitInput: return "the work before it on the caller's stream";
     case Phase::kCopyIn: return "the copy of its input from device memory";
     case Phase::kRun: return host_op_->waiting_for();
-    case Phase::kCopyOut: return "the copy of its output to device memory";
+    case Phase::kCopyOut:
+      return on_caller_stream_ ? "the copy of its output on the caller's stream (after the calls grouped with it)"
+                               : "the copy of its output to device memory";
     case Phase::kDone: break;
   }
   return "nothing";
@@ -606,25 +673,37 @@ void DeviceProxy::give_back(void* ptr, size_t bytes) {
   changed_.notify_all();
 }
 
-std::shared_ptr<StreamGate> DeviceProxy::park(DeviceStream stream) {
-  uint32_t slot, value;
-  volatile uint32_t* word;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_slots_.empty()) {
-      auto* page = static_cast<uint32_t*>(runtime_.alloc_mapped(kGateWordsPerPage * sizeof(uint32_t)));
-      if (page == nullptr) fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate a page of stream gates");
-      std::fill(page, page + kGateWordsPerPage, 0u);
-      uint32_t first = static_cast<uint32_t>(gate_generation_.size());
-      gate_pages_.push_back(page);
-      gate_generation_.resize(gate_generation_.size() + kGateWordsPerPage, 0);
-      for (uint32_t i = kGateWordsPerPage; i-- > 0;) free_slots_.push_back(first + i);
-    }
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-    value = ++gate_generation_[slot];
-    word = &gate_pages_[slot / kGateWordsPerPage][slot % kGateWordsPerPage];
+StreamSignal DeviceProxy::take_signal() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (free_slots_.empty()) {
+    auto* page = static_cast<uint32_t*>(runtime_.alloc_mapped(kGateWordsPerPage * sizeof(uint32_t)));
+    if (page == nullptr) fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate a page of stream gates");
+    std::fill(page, page + kGateWordsPerPage, 0u);
+    uint32_t first = static_cast<uint32_t>(gate_generation_.size());
+    gate_pages_.push_back(page);
+    gate_generation_.resize(gate_generation_.size() + kGateWordsPerPage, 0);
+    for (uint32_t i = kGateWordsPerPage; i-- > 0;) free_slots_.push_back(first + i);
   }
+  StreamSignal signal;
+  signal.slot = free_slots_.back();
+  free_slots_.pop_back();
+  signal.value = ++gate_generation_[signal.slot];
+  signal.word = &gate_pages_[signal.slot / kGateWordsPerPage][signal.slot % kGateWordsPerPage];
+  return signal;
+}
+
+void DeviceProxy::give_back_signal(const StreamSignal& signal) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    free_slots_.push_back(signal.slot);
+  } catch (...) {  // out of memory: the slot is lost
+  }
+}
+
+std::shared_ptr<StreamGate> DeviceProxy::park(DeviceStream stream) {
+  const StreamSignal taken = take_signal();
+  const uint32_t slot = taken.slot, value = taken.value;
+  volatile uint32_t* word = taken.word;
   auto gate = std::make_shared<StreamGate>(this, slot, value);  // released (a no-op) if what follows throws
   g_parked_gates.fetch_add(1);
   {
@@ -683,13 +762,17 @@ void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<De
     op->claim().take(runtime_, comm_.id(), comm_.rank(), op->stream(), true);
     if (!op->ordered()) {
       std::shared_ptr<DeviceEvent> input = runtime_.record(op->stream());  // before the gate, on the stream
+      const bool on_caller_stream = !completion && op->can_stage_on_caller_stream();
+      if (on_caller_stream) op->enqueue_input_on_caller_stream();
       op->set_order(std::move(input), completion ? nullptr : park(op->stream()));
+      if (on_caller_stream) op->enqueue_output_on_caller_stream();
     }
   } catch (const Error& e) {
     comm_.fail_now(e.status(), e.what());  // the ranks are out of step: this rank has taken its sequence number
     throw;
   }
-  const size_t staging = op->held_bytes();  // before it starts: it may lease more then (take_staging counts that)
+  // Before it starts: it may lease more then (take_staging counts that), or took its block at the call.
+  const size_t staging = op->held_bytes_at_submit();
   op->wait_to_start();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -795,7 +878,7 @@ void DeviceProxy::run() {
         std::string error;
         bool done = false;
         try {
-          if (op->device() != current_device) {  // this thread's CUDA calls go to the operation's device
+          if (op->makes_device_calls() && op->device() != current_device) {  // its CUDA calls go to its device
             try {
               runtime_.set_device(op->device());
               current_device = op->device();
@@ -848,12 +931,19 @@ void submit_device_group(std::vector<std::unique_ptr<DeviceOperation>> ops) {
   for (auto& op : ops)
     if (std::find(comms.begin(), comms.end(), &op->proxy().comm()) == comms.end()) comms.push_back(&op->proxy().comm());
   try {
-    // One input position per stream, recorded before any gate on it.
+    // One input position per stream, recorded before any gate on it, and the input copies of the calls staged on
+    // their caller's stream: on every stream before any gate (the legacy default stream waits for blocking ones).
     std::vector<std::pair<DeviceStream, std::shared_ptr<DeviceEvent>>> inputs;
     for (auto& op : ops) {
       auto found = std::find_if(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == op->stream(); });
       if (found == inputs.end()) inputs.emplace_back(op->stream(), device_runtime().record(op->stream()));
     }
+    std::vector<DeviceOperation*> on_caller_stream;
+    for (auto& op : ops)
+      if (!op->ordered() && op->can_stage_on_caller_stream()) {
+        op->enqueue_input_on_caller_stream();
+        on_caller_stream.push_back(op.get());
+      }
     // Then one gate per (communicator, stream).
     for (size_t i = 0; i < ops.size(); ++i) {
       if (ops[i]->ordered()) continue;
@@ -865,6 +955,8 @@ void submit_device_group(std::vector<std::unique_ptr<DeviceOperation>> ops) {
         if (ops[j]->stream() == ops[i]->stream() && &ops[j]->proxy() == &ops[i]->proxy())
           ops[j]->set_order(input, gate);
     }
+    // Then their output copies, after every gate.
+    for (DeviceOperation* op : on_caller_stream) op->enqueue_output_on_caller_stream();
   } catch (const Error& e) {
     for (Comm* c : comms) c->fail_now(e.status(), e.what());
     throw;

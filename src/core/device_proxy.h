@@ -87,6 +87,15 @@ class StreamClaim {
   long index_ = -1;
 };
 
+// A host-mapped word that a stream writes (DeviceRuntime::write_value) and the host polls: one of the proxy's gate
+// slots with a fresh value.
+struct StreamSignal {
+  uint32_t slot = 0;
+  volatile uint32_t* word = nullptr;
+  uint32_t value = 0;
+  bool reached() const;
+};
+
 class DeviceOperation final : public Operation, private StagingWindow {
  public:
   DeviceOperation(bagua_opkind_t kind, DeviceProxy& proxy, DeviceStream stream, int device, StagingLease staging);
@@ -113,6 +122,17 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // stream share the position (submit_device_group).
   void set_order(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate);
   bool ordered() const { return input_ready_ != nullptr; }
+  // Staging on the caller's stream (docs/cuda.md, "What a parked stream blocks"): a gated call with less than 4 MiB of
+  // staging laid out at its start puts its copies on the caller's stream around the gate, and the stream
+  // writes host-mapped words when its input is staged and its output copied back, so that the proxy thread needs
+  // no CUDA call for it. The submitter calls enqueue_input (staging taken now), parks the gate, then enqueue_output.
+  bool can_stage_on_caller_stream() const;
+  void enqueue_input_on_caller_stream();
+  void enqueue_output_on_caller_stream();
+  // Whether the proxy thread makes CUDA calls for it (not when staged on the caller's stream).
+  bool makes_device_calls() const { return !on_caller_stream_; }
+  // What the proxy counts as this operation's at submission (a block taken at the call counted itself as it grew).
+  size_t held_bytes_at_submit() const { return held_bytes() - grown_at_call_; }
   // Submitted: counted as waiting to start (DeviceProxy::lease leaves idle blocks to such operations) until its input
   // is ready and it has taken its staging, or it ends.
   void wait_to_start();
@@ -188,6 +208,8 @@ class DeviceOperation final : public Operation, private StagingWindow {
   void issue(const std::function<void(DeviceStream)>& launch);
   // Throws TIMEOUT once the monitor has released the streams: no new device work then.
   void refuse_if_released() const;
+  // Staged on the caller's stream: every copy and signal it enqueued has run (its staging and signals are free).
+  bool caller_stream_quiescent() const;
   void copy_all(const std::vector<DeviceCopy>& copies, DeviceStream stream);
 
   DeviceProxy& proxy_;
@@ -213,6 +235,10 @@ class DeviceOperation final : public Operation, private StagingWindow {
   uint64_t host_events_ = 0, host_bytes_ = 0;
   bool pipeline_allowed_ = false, pipelined_ = false;
   bool waits_to_start_ = false;
+  bool on_caller_stream_ = false;
+  StreamSignal input_signal_, output_signal_;
+  bool input_signalled_ = false, output_signalled_ = false;  // their writes are enqueued
+  size_t grown_at_call_ = 0;
   std::vector<Piece> in_pieces_, out_pieces_;
   std::vector<Range> output_ranges_;
   size_t early_pieces_ = 0;  // output pieces copied out while the host operation still had steps to run
@@ -267,6 +293,9 @@ class DeviceProxy {
   }
   // Parks the stream's later work on a fresh gate.
   std::shared_ptr<StreamGate> park(DeviceStream stream);
+  // A fresh signal word; given back once its stream has written it (never if it never does).
+  StreamSignal take_signal();
+  void give_back_signal(const StreamSignal& signal);
   // The proxy thread is alive and not inside a call (monitor).
   void heartbeat();
   // The monitor released the parked streams (the communicator fails).

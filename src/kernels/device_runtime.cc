@@ -27,7 +27,9 @@ class HostOnlyRuntime final : public DeviceRuntime {
   std::unique_ptr<DeviceEvent> record(DeviceStream) override { unavailable(); }
   std::unique_ptr<DeviceEvent> user_event(void*) override { unavailable(); }
   void wait_value(DeviceStream, const volatile uint32_t*, uint32_t) override { unavailable(); }
+  void write_value(DeviceStream, volatile uint32_t*, uint32_t) override { unavailable(); }
   void copy_async(void*, const void*, size_t, DeviceStream) override { unavailable(); }
+  void kernel_copy_async(void*, const void*, size_t, DeviceStream) override { unavailable(); }
   DeviceStream create_stream(int) override { unavailable(); }
   void destroy_stream(DeviceStream) override {}
   void* alloc_mapped(size_t) override { unavailable(); }

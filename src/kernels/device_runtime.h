@@ -71,8 +71,13 @@ class DeviceRuntime {
   virtual std::unique_ptr<DeviceEvent> user_event(void* event) = 0;
   // Work on `stream` after this waits until (int32_t)(*word - value) >= 0; word is in alloc_mapped memory.
   virtual void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) = 0;
+  // When the stream's earlier work has finished, it writes value into word (alloc_mapped memory).
+  virtual void write_value(DeviceStream stream, volatile uint32_t* word, uint32_t value) = 0;
   // Calls on a stream run on the stream's device and leave the calling thread's current device as it was.
   virtual void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
+  // A copy by a kernel rather than a copy engine, between memory that kernels on the stream's device reach: that
+  // device's memory, managed memory, alloc_mapped memory (docs/cuda.md, "What a parked stream blocks").
+  virtual void kernel_copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
   // A stream of the library's own on `device`; it never waits for the legacy default stream.
   virtual DeviceStream create_stream(int device) = 0;
   virtual void destroy_stream(DeviceStream stream) = 0;

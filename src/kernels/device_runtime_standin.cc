@@ -167,6 +167,13 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
       while (!word_reached(word, value)) std::this_thread::sleep_for(std::chrono::microseconds(20));
     });
   }
+  void write_value(DeviceStream stream, volatile uint32_t* word, uint32_t value) override {
+    DriverTurn turn;
+    stream_of(stream)->enqueue([word, value] { __atomic_store_n(word, value, __ATOMIC_RELEASE); });
+  }
+  void kernel_copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
+    copy_async(dst, src, bytes, stream);  // (device and mapped memory: never a blocking copy)
+  }
   void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
     static const long delay_us = [] {
       const char* text = env_get_nonempty("BAGUA_STANDIN_COPY_US");

@@ -390,16 +390,30 @@ int abort_enqueued(bagua_comm_t comm) {
 }
 
 // Run with BAGUA_STANDIN_BLOCKING_COPIES=1, BAGUA_TIMEOUT=2, BAGUA_ALGO=allreduce:ring (staged) and
-// BAGUA_STANDIN_COPY_US=200000 (the staging copy is still running when the download below takes the lock; docs/cuda.md,
-// "What a parked stream blocks"). Each rank copies its result to pageable memory right after the call, as the tests
-// did on the H200: the copy holds the stand-in's driver lock until the parked stream moves, so the proxy thread's next
-// runtime call waits for it. The monitor releases the stream after BAGUA_TIMEOUT + 2 s; the copy returns and the
-// communicator fails, naming the cause, instead of hanging.
+// BAGUA_STANDIN_COPY_US=200000 (docs/cuda.md, "What a parked stream blocks"). Each rank copies its result to pageable
+// memory right after the call, as the tests did on the H200: that copy holds the stand-in's driver lock until the
+// parked stream moves.
+// - A call staged on the caller's stream (below 4 MiB) needs no CUDA call from the proxy thread: it completes, exact.
+// - A pipelined call (8 MiB) polls its copies' events from the proxy thread, which then waits for the lock (the copy
+//   is still running when the download takes it). The monitor releases the stream after BAGUA_TIMEOUT + 2 s; the
+//   download returns and the communicator fails, naming the cause, instead of hanging.
 int blocked(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
-  DevBuf b(1 << 12);
+  {
+    DevBuf b(1 << 12);
+    for (auto& v : b.host) v = g_rank + 1;
+    b.upload(stream);  // pageable: returns once the (idle) stream has run it
+    auto start = Clock::now();
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    b.download(stream);
+    const double took = since(start);
+    for (int64_t v : b.host) MP_CHECK(v == static_cast<int64_t>(g_size) * (g_size + 1) / 2);
+    MP_CHECK(took < 1.8);  // copies of 200 ms, no timeout
+    if (g_rank == 0) std::printf("blocked: a call staged on the caller's stream completed in %.2f s, exact\n", took);
+  }
+  DevBuf b(1 << 20);  // 8 MiB: pipelined staging, copies issued by the proxy thread
   for (auto& v : b.host) v = g_rank + 1;
-  b.upload(stream);  // pageable: returns once the (idle) stream has run it
+  b.upload(stream);
   auto start = Clock::now();
   MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
   b.download(stream);  // waits for the parked stream, holding the lock
@@ -415,7 +429,8 @@ int blocked(bagua_comm_t comm) {
   MP_CHECK(bagua_allreduce(host.data(), host.data(), host.size(), BAGUA_INT64, BAGUA_SUM, comm, nullptr) == async);
   const std::string error = bagua_get_last_error(comm);
   MP_CHECK(error.find("inside a CUDA call") != std::string::npos);
-  if (g_rank == 0) std::printf("blocked: the stream was released after %.1f s; %s\n", released, error.c_str());
+  if (g_rank == 0)
+    std::printf("blocked: a pipelined call's stream was released after %.1f s; %s\n", released, error.c_str());
   bagua_comm_destroy(comm);
   return 0;
 }

@@ -232,6 +232,21 @@ class CudaRuntime final : public DeviceRuntime {
                         CU_STREAM_WAIT_VALUE_GEQ);
     if (res != CUDA_SUCCESS) fail(BAGUA_ERR_CUDA, "cuStreamWaitValue32 failed with CUresult {}", static_cast<int>(res));
   }
+  void write_value(DeviceStream stream, volatile uint32_t* word, uint32_t value) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    WaitValue32 write = write_value_entry();
+    void* device_word = nullptr;
+    check(cudaHostGetDevicePointer(&device_word, const_cast<uint32_t*>(word), 0), "cudaHostGetDevicePointer");
+    CUresult res = write(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_word), value, 0);
+    if (res != CUDA_SUCCESS)
+      fail(BAGUA_ERR_CUDA, "cuStreamWriteValue32 failed with CUresult {}", static_cast<int>(res));
+  }
+  void kernel_copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    cuda::copy_bytes(dst, src, bytes, stream);
+  }
   void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
     RelaxedCapture relaxed;
     DeviceGuard on(device_of_stream(stream));
@@ -464,6 +479,13 @@ class CudaRuntime final : public DeviceRuntime {
       fail(BAGUA_ERR_NOT_SUPPORTED, "this CUDA driver has no cuStreamWaitValue32, which device calls need");
     return wait_value_;
   }
+  WaitValue32 write_value_entry() {  // (the same signature)
+    std::call_once(write_once_,
+                   [this] { write_value_ = reinterpret_cast<WaitValue32>(driver_entry("cuStreamWriteValue32")); });
+    if (write_value_ == nullptr)
+      fail(BAGUA_ERR_NOT_SUPPORTED, "this CUDA driver has no cuStreamWriteValue32, which device calls need");
+    return write_value_;
+  }
   // One non-blocking stream per device for user_event, made on first use and kept.
   cudaStream_t event_stream(int device) {
     std::lock_guard<std::mutex> lock(event_streams_mutex_);
@@ -484,8 +506,8 @@ class CudaRuntime final : public DeviceRuntime {
   std::mutex ids_mutex_;
   std::map<int, GpuId> ids_;
   std::map<int, std::vector<GpuId>> reachable_;
-  std::once_flag wait_once_;
-  WaitValue32 wait_value_ = nullptr;
+  std::once_flag wait_once_, write_once_;
+  WaitValue32 wait_value_ = nullptr, write_value_ = nullptr;
   std::mutex event_streams_mutex_;
   std::map<int, cudaStream_t> event_streams_;
 };
