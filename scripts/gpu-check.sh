@@ -2,7 +2,9 @@
 # On a machine with a GPU: every device test on the real GPU, then the device benchmarks, into one report.
 #   scripts/gpu-check.sh [--standin] [--only LIST] [output-file]     (default gpu-check.txt)
 # LIST is a comma-separated subset of the steps below (e.g. --only cuda,matrix). The whole run is budgeted at
-# 6 minutes (each step has its own timeout); a later issue's device tests add their steps here. --standin runs the
+# 6 minutes when every step passes (each step has its own timeout; a stalled one ends after BAGUA_TIMEOUT + 2 s); a
+# GPU lease is 15 minutes in all, its start included, so leave room for a second, shorter run. A later issue's device
+# tests add their steps here. `scripts/gpu-check.sh --pack` prepares what to carry (below). --standin runs the
 # steps on the host stand-in for the CUDA runtime (BAGUA_DEVICE_STANDIN=1), to try the script where no GPU is;
 # the CUDA-only steps then skip.
 #
@@ -17,6 +19,21 @@ DEBS=(libucx0 libhwloc15 libfmt9 libssl3 libnuma1 libibverbs1 librdmacm1 libltdl
 if [ "${1:-}" = --fetch-debs ]; then
   mkdir -p gpu-debs && cd gpu-debs && apt-get download "${DEBS[@]}" && ls -1 *.deb
   exit $?
+fi
+# --pack: gpu-pack/, what a GPU machine needs from this build within a 64 MiB transfer: the binaries the steps run
+# (debug info stripped), the library, the Python package and the .deb files. On the GPU machine, in the repository:
+#   rm -rf build gpu-debs && mv gpu-pack/build build && mv gpu-pack/gpu-debs gpu-debs && scripts/gpu-check.sh OUT
+if [ "${1:-}" = --pack ]; then
+  rm -rf gpu-pack && mkdir -p gpu-pack/build/bin gpu-pack/build/lib gpu-pack/build/python gpu-pack/gpu-debs || exit 1
+  for b in bagua-run cuda_stream_gate cuda_kernels cuda_device_path mp_collectives mp_device mp_scheduler \
+    bagua_cuda_kernels_perf bagua_allreduce_perf bagua_allgather_perf bagua_broadcast_perf bagua_quantized_perf; do
+    strip --strip-debug -o "gpu-pack/build/bin/$b" "build/bin/$b" || exit 1
+  done
+  cp -a build/lib/libbagua.so* gpu-pack/build/lib/ && strip --strip-debug gpu-pack/build/lib/libbagua.so.*.*.* &&
+    cp -a build/python/bagua gpu-pack/build/python/ || exit 1
+  (cd gpu-pack/gpu-debs && apt-get download "${DEBS[@]}" >/dev/null 2>&1) || exit 1
+  du -sh gpu-pack
+  exit 0
 fi
 ONLY=""
 STANDIN=0
@@ -36,6 +53,9 @@ if ls gpu-debs/*.deb >/dev/null 2>&1; then
   export UCX_MODULE_DIR="$PWD/gpu-debs/root/usr/lib/x86_64-linux-gnu/ucx"
 fi
 unset CUDA_MODULE_LOADING BAGUA_DEVICE_STANDIN
+# A stalled step ends within BAGUA_TIMEOUT + 2 s (the device proxy's monitor): keep it short, since a GPU lease is
+# 15 minutes all told. Steps that need another set their own.
+export BAGUA_TIMEOUT=${BAGUA_TIMEOUT:-10}
 [ $STANDIN = 1 ] && export BAGUA_DEVICE_STANDIN=1
 B=build/bin
 RUN="$B/bagua-run"
@@ -49,7 +69,8 @@ step() {
   [ -z "$ONLY" ] || [[ "$ONLY" == *",${name%%:*},"* ]] || return 0
   echo "== $name: $*"
   local start=$SECONDS
-  timeout "$limit" "$@"
+  # Line-buffered, so that a step killed at its limit keeps what it printed.
+  timeout "$limit" stdbuf -oL -eL "$@"
   local rc=$?
   echo "== $name: exit $rc in $((SECONDS - start)) s"
   if [ $rc = 77 ] && [ $STANDIN = 1 ]; then
@@ -64,11 +85,11 @@ step() {
   echo "== gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ), $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   nvidia-smi --query-gpu=name,uuid,pci.bus_id,driver_version,memory.total,compute_cap --format=csv 2>&1 ||
     echo "nvidia-smi not found"
+  # What a parked user stream blocks (a report), and a protocol that no user work behind the gate can stall.
+  step cuda:stream_gate 90 $B/cuda_stream_gate
   # Kernels and the CUDA-only device checks (capture, lazy loading, cudaMallocAsync, managed memory).
   step cuda:kernels 120 $B/cuda_kernels
   step cuda:device_path 60 $B/cuda_device_path
-  # What a parked user stream blocks (a report), and a protocol that no user work behind the gate can stall.
-  step cuda:stream_gate 90 $B/cuda_stream_gate
   # The mp_collectives matrix on device memory, processes sharing the GPU; mixed host/device ranks; forced
   # algorithms; the staged path across logical hosts (a BAGUA_HOST_ID per pair of ranks).
   for n in 2 3 4; do step matrix:$n 90 $RUN -n $n $B/mp_collectives matrix device; done
