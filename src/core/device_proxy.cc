@@ -145,9 +145,16 @@ DeviceOperation::DeviceOperation(bagua_opkind_t kind, DeviceProxy& proxy, Device
       staging_(std::move(staging)) {}
 
 DeviceOperation::~DeviceOperation() {
-  // Staged on the caller's stream: the stream runs the copies, so release it first (the whole group's gate: a failed
-  // call's output is undefined), then wait for them.
-  if (on_caller_stream_ && gate_) gate_->release();
+  // Staged on the caller's stream: the stream copies the output back after the gate, which the last operation of the
+  // group releases (below, or later); the proxy thread hands the staging back once those copies have run.
+  if (on_caller_stream_ && (input_signalled_ || enqueue_broken_)) {
+    proxy_.drain_later(std::move(staging_), input_signal_, output_signal_,
+                       output_signalled_ ? output_signal_ : input_signal_, enqueue_broken_);
+    input_signalled_ = output_signalled_ = false;
+  } else if (on_caller_stream_) {  // nothing enqueued
+    for (const StreamSignal* signal : {&input_signal_, &output_signal_})
+      if (signal->word != nullptr) proxy_.give_back_signal(*signal);
+  }
   // Never hand back staging that a copy still uses, nor release the stream before our copy into its buffer ends.
   try {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(proxy_.comm().config().timeout_ms);
@@ -160,15 +167,12 @@ DeviceOperation::~DeviceOperation() {
         device_scratch_ = nullptr;
         proxy_.comm().fail_now(BAGUA_ERR_CUDA,
                                fmt::format("{}: a staging copy did not finish within BAGUA_TIMEOUT", description()));
-        input_signalled_ = output_signalled_ = false;  // their words may still be written: never reuse them
         break;
       }
       proxy_.heartbeat();  // each wait for the copies is one call: the monitor times calls, not this loop
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     host_op_.reset();
-    if (input_signalled_) proxy_.give_back_signal(input_signal_);
-    if (output_signalled_) proxy_.give_back_signal(output_signal_);
     if (device_scratch_ != nullptr) proxy_.runtime().free_device_async(device_scratch_, proxy_.copy_stream(device_));
   } catch (...) {
   }
@@ -200,6 +204,7 @@ void DeviceOperation::take_device_scratch(size_t bytes) {
 }
 
 void DeviceOperation::set_order(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate) {
+  ordered_ = true;
   input_ready_ = std::move(input_ready);
   gate_ = std::move(gate);
 }
@@ -209,13 +214,7 @@ void DeviceOperation::set_host_operation(std::function<std::unique_ptr<Operation
   set_description(std::move(description));
 }
 
-bool DeviceOperation::caller_stream_quiescent() const {
-  if (output_signalled_) return output_signal_.reached();
-  return !input_signalled_ || input_signal_.reached();  // (no output copies were enqueued)
-}
-
 bool DeviceOperation::quiescent() {
-  if (on_caller_stream_ && !caller_stream_quiescent()) return false;
   if (copies_unknown_) return false;
   try {
     return copies_done_ == nullptr || copies_done_->done();
@@ -267,38 +266,36 @@ bool DeviceOperation::can_stage_on_caller_stream() const {
 }
 
 void DeviceOperation::enqueue_input_on_caller_stream() {
-  on_caller_stream_ = true;
   const size_t before = held_bytes();
   take_staging();  // the block and the copies' layout, now
-  grown_at_call_ = held_bytes() - before;
-  DeviceRuntime& runtime = proxy_.runtime();
-  // By kernel where the stream's device reaches both sides: a copy engine's queue can hold a copy parked behind a gate.
-  const bool by_kernel = runtime.stream_device(stream_) == device_;
-  for (const DeviceCopy& c : copies_in_) {
-    if (c.bytes == 0) continue;
-    if (by_kernel)
-      runtime.kernel_copy_async(c.dst, c.src, c.bytes, stream_);
-    else
-      runtime.copy_async(c.dst, c.src, c.bytes, stream_);
-  }
+  // fill() counted the block's growth as a submitted operation's; submit() counts the whole block.
+  proxy_.uncount_submitted_staging(held_bytes() - before);
   input_signal_ = proxy_.take_signal();
-  runtime.write_value(stream_, input_signal_.word, input_signal_.value);
+  on_caller_stream_ = true;  // from here the destructor gives the signals back
+  output_signal_ = proxy_.take_signal();
+  enqueue_copies_then_signal(copies_in_, input_signal_);
   input_signalled_ = true;
 }
 
 void DeviceOperation::enqueue_output_on_caller_stream() {
+  enqueue_copies_then_signal(copies_out_, output_signal_);
+  output_signalled_ = true;
+}
+
+void DeviceOperation::enqueue_copies_then_signal(const std::vector<DeviceCopy>& copies, const StreamSignal& signal) {
   DeviceRuntime& runtime = proxy_.runtime();
+  // By kernel where the stream's device reaches both sides: a copy engine's queue can hold a copy parked behind a gate.
   const bool by_kernel = runtime.stream_device(stream_) == device_;
-  for (const DeviceCopy& c : copies_out_) {
+  enqueue_broken_ = true;  // until the signal that covers these copies is enqueued
+  for (const DeviceCopy& c : copies) {
     if (c.bytes == 0) continue;
     if (by_kernel)
       runtime.kernel_copy_async(c.dst, c.src, c.bytes, stream_);
     else
       runtime.copy_async(c.dst, c.src, c.bytes, stream_);
   }
-  output_signal_ = proxy_.take_signal();
-  runtime.write_value(stream_, output_signal_.word, output_signal_.value);
-  output_signalled_ = true;
+  runtime.write_value(stream_, signal.word, signal.value);
+  enqueue_broken_ = false;
 }
 
 void DeviceOperation::start_pipeline() {
@@ -448,8 +445,13 @@ void DeviceOperation::advance(Transport& transport) {
       phase_ = Phase::kCopyOut;
       note_progress();
       if (on_caller_stream_) {
-        gate_.reset();  // the last operation of its group on this stream releases it; the stream copies out
-      } else if (pipelined_) {
+        // Done: the caller's stream copies the output back after the gate, which ~DeviceOperation releases once
+        // everything is handed back (as for any call); the proxy hands the staging back after those copies.
+        phase_ = Phase::kDone;
+        finish();
+        return;
+      }
+      if (pipelined_) {
         proxy_.count_pipelined(early_pieces_, overlapped_steps_);
         issue_pieces(out_pieces_, 0, out_pieces_.size(), false);  // those no step reported final
       } else if (!deferred_ || copy_out_wanted_) {
@@ -458,7 +460,7 @@ void DeviceOperation::advance(Transport& transport) {
       [[fallthrough]];
     }
     case Phase::kCopyOut:
-      if (on_caller_stream_ ? !caller_stream_quiescent() : copies_done_ && !copies_done_->done()) return;
+      if (copies_done_ && !copies_done_->done()) return;
       phase_ = Phase::kDone;
       finish();
       return;
@@ -471,9 +473,7 @@ std::string DeviceOperation::waiting_for() const {
     case Phase::kWaitInput: return "the work before it on the caller's stream";
     case Phase::kCopyIn: return "the copy of its input from device memory";
     case Phase::kRun: return host_op_->waiting_for();
-    case Phase::kCopyOut:
-      return on_caller_stream_ ? "the copy of its output on the caller's stream (after the calls grouped with it)"
-                               : "the copy of its output to device memory";
+    case Phase::kCopyOut: return "the copy of its output to device memory";
     case Phase::kDone: break;
   }
   return "nothing";
@@ -489,7 +489,7 @@ DeviceProxy::DeviceProxy(Comm& comm) : comm_(comm), runtime_(device_runtime()) {
       comm_.config().ipc_cache_entries,
       [runtime](const IpcHandle& handle, int device) { return runtime->open_ipc(handle, device); },
       [this](void* mapped, int device) { close_later(mapped, device); });
-  heartbeat();
+  heartbeat_ns_.store(steady_ns());
   thread_ = std::thread([this] { run(); });
   try {
     monitor_ = std::thread([this] { monitor(); });
@@ -520,7 +520,7 @@ DeviceProxy::~DeviceProxy() {
   }
   thread_.join();
   for (Entry& e : entries_) {
-    heartbeat();
+    heartbeat_ns_.store(steady_ns());  // (the monitor still watches: this thread ends the operations now)
     e.op->fail(BAGUA_ERR_ABORTED, "the communicator was destroyed");
     finish(e, BAGUA_ERR_ABORTED, "the communicator was destroyed");
   }
@@ -534,8 +534,18 @@ DeviceProxy::~DeviceProxy() {
   ipc_cache_.reset();
   close_pending(true);
   for (auto& [device, stream] : copy_streams_) runtime_.destroy_stream(stream);
+  // Staging that streams still copy: handed back as they finish (each within the timeout), else kept forever.
+  for (;;) {
+    drain(true);
+    {
+      std::lock_guard<std::mutex> lock(draining_mutex_);
+      if (draining_.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   for (auto& [bytes, ptr] : free_blocks_) runtime_.free_mapped(ptr);
-  for (uint32_t* page : gate_pages_) runtime_.free_mapped(page);
+  if (!signals_kept_.load())  // else a stream may still write a word in them
+    for (uint32_t* page : gate_pages_) runtime_.free_mapped(page);
 }
 
 void DeviceProxy::check_stream(DeviceStream stream) const {
@@ -564,6 +574,7 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
   // How long a call without room leaves a fitting idle block to the operations that have yet to start.
   constexpr auto kIdleBlockWait = std::chrono::seconds(2);
   std::optional<std::chrono::steady_clock::time_point> idle_block_deadline;
+  drain(false);  // blocks of calls whose streams have copied their output back
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (pool_bytes_ + kept_bytes_ + bytes <= limit) {
@@ -608,15 +619,21 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
         continue;
       }
     }
-    if (submitted_bytes_ == 0 && !idle_blocks)
+    const bool draining = draining_bytes_.load() != 0;  // blocks that come back once streams have copied out
+    if (submitted_bytes_ == 0 && !draining && !idle_blocks)
       fail(BAGUA_ERR_SYSTEM,
            "a device call needs {} bytes of staging memory, but calls not yet enqueued (in an open group) hold {} "
            "of BAGUA_DEVICE_MEMORY_LIMIT = {} bytes",
            bytes, leased_bytes_, limit);
     // Our operations hand staging back with a notification; other communicators' gates are polled.
-    const auto wake =
-        idle_blocks ? std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(10)) : deadline;
+    const auto poll = draining ? std::chrono::milliseconds(1) : std::chrono::milliseconds(10);
+    const auto wake = idle_blocks || draining ? std::min(deadline, std::chrono::steady_clock::now() + poll) : deadline;
     changed_.wait_until(lock, wake);
+    if (draining) {
+      lock.unlock();
+      drain(false);
+      lock.lock();
+    }
     if (std::chrono::steady_clock::now() >= deadline)
       fail(BAGUA_ERR_TIMEOUT,
            "a device call waited {:.1f} s for {} bytes of staging memory; operations in flight hold {} of "
@@ -692,6 +709,52 @@ StreamSignal DeviceProxy::take_signal() {
   return signal;
 }
 
+void DeviceProxy::drain_later(StagingLease staging, StreamSignal input, StreamSignal output, StreamSignal until,
+                              bool broken) {
+  if (!broken && until.reached()) {
+    for (const StreamSignal* signal : {&input, &output})
+      if (signal->word != nullptr) give_back_signal(*signal);
+    return;  // (staging goes back as the lease ends)
+  }
+  if (broken) {  // a copy may be enqueued without its signal: nothing here is ever safe to reuse
+    new StagingLease(std::move(staging));
+    signals_kept_.store(true);
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
+  std::lock_guard<std::mutex> lock(draining_mutex_);
+  const size_t bytes = staging.bytes();
+  draining_.push_back(Draining{std::move(staging), input, output, until, deadline});
+  draining_bytes_ += bytes;
+}
+
+void DeviceProxy::drain(bool final) {  // final: what is still copied stays kept forever
+  std::vector<Draining> done;
+  {
+    std::lock_guard<std::mutex> lock(draining_mutex_);
+    if (draining_.empty()) return;
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = draining_.begin(); it != draining_.end();) {
+      if (it->until.reached()) {
+        draining_bytes_ -= it->staging.bytes();
+        done.push_back(std::move(*it));
+        it = draining_.erase(it);
+      } else if (final && now > it->deadline) {
+        draining_bytes_ -= it->staging.bytes();
+        new StagingLease(std::move(it->staging));  // the stream never got there: kept forever
+        signals_kept_.store(true);
+        it = draining_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Draining& d : done)
+    for (const StreamSignal* signal : {&d.input, &d.output})
+      if (signal->word != nullptr) give_back_signal(*signal);
+  // (their staging goes back as `done` ends)
+}
+
 void DeviceProxy::give_back_signal(const StreamSignal& signal) {
   std::lock_guard<std::mutex> lock(mutex_);
   try {
@@ -761,19 +824,22 @@ void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<De
   try {
     op->claim().take(runtime_, comm_.id(), comm_.rank(), op->stream(), true);
     if (!op->ordered()) {
-      std::shared_ptr<DeviceEvent> input = runtime_.record(op->stream());  // before the gate, on the stream
-      const bool on_caller_stream = !completion && op->can_stage_on_caller_stream();
-      if (on_caller_stream) op->enqueue_input_on_caller_stream();
-      op->set_order(std::move(input), completion ? nullptr : park(op->stream()));
-      if (on_caller_stream) op->enqueue_output_on_caller_stream();
+      if (!completion && op->can_stage_on_caller_stream()) {
+        op->enqueue_input_on_caller_stream();
+        op->set_order(nullptr, park(op->stream()));
+        op->enqueue_output_on_caller_stream();
+      } else {
+        std::shared_ptr<DeviceEvent> input = runtime_.record(op->stream());  // before the gate, on the stream
+        op->set_order(std::move(input), completion ? nullptr : park(op->stream()));
+      }
     }
   } catch (const Error& e) {
     comm_.fail_now(e.status(), e.what());  // the ranks are out of step: this rank has taken its sequence number
     throw;
   }
   // Before it starts: it may lease more then (take_staging counts that), or took its block at the call.
-  const size_t staging = op->held_bytes_at_submit();
-  op->wait_to_start();
+  const size_t staging = op->held_bytes();
+  if (!op->on_caller_stream()) op->wait_to_start();  // (one that staged at the call takes no idle block)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     entries_.reserve(entries_.size() + 1);  // once started, op must reach the list: nothing may throw in between
@@ -804,7 +870,9 @@ void DeviceProxy::finish(Entry& entry, bagua_status_t status, const std::string&
   }
 }
 
-void DeviceProxy::heartbeat() { heartbeat_ns_.store(steady_ns()); }
+void DeviceProxy::heartbeat() {
+  if (std::this_thread::get_id() == proxy_thread_id_.load()) heartbeat_ns_.store(steady_ns());  // (its own only)
+}
 
 void DeviceProxy::monitor() {
   const int64_t limit_ns = (comm_.config().timeout_ms + kMonitorMarginMs) * 1000000;
@@ -850,6 +918,7 @@ void DeviceProxy::report_forced_open(bagua_status_t* status, std::string* error)
 }
 
 void DeviceProxy::run() {
+  proxy_thread_id_.store(std::this_thread::get_id());
   runtime_.enter_library_thread();
   Backoff backoff;
   std::vector<DeviceOperation*> snapshot;
@@ -858,6 +927,7 @@ void DeviceProxy::run() {
     heartbeat();
     bool progressed = false;
     try {
+      drain(false);
       if (forced_open_after_ms_.load() != 0 && !forced_open_reported_) {
         bagua_status_t status = BAGUA_SUCCESS;
         std::string error;
@@ -953,7 +1023,7 @@ void submit_device_group(std::vector<std::unique_ptr<DeviceOperation>> ops) {
       std::shared_ptr<StreamGate> gate = ops[i]->proxy().park(ops[i]->stream());
       for (size_t j = i; j < ops.size(); ++j)
         if (ops[j]->stream() == ops[i]->stream() && &ops[j]->proxy() == &ops[i]->proxy())
-          ops[j]->set_order(input, gate);
+          ops[j]->set_order(ops[j]->on_caller_stream() ? nullptr : input, gate);
     }
     // Then their output copies, after every gate.
     for (DeviceOperation* op : on_caller_stream) op->enqueue_output_on_caller_stream();

@@ -121,18 +121,18 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // until it ends (none for a request, which is its own synchronisation point). Operations of one group on one
   // stream share the position (submit_device_group).
   void set_order(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate);
-  bool ordered() const { return input_ready_ != nullptr; }
+  bool ordered() const { return ordered_; }
   // Staging on the caller's stream (docs/cuda.md, "What a parked stream blocks"): a gated call with less than 4 MiB of
   // staging laid out at its start puts its copies on the caller's stream around the gate, and the stream
   // writes host-mapped words when its input is staged and its output copied back, so that the proxy thread needs
   // no CUDA call for it. The submitter calls enqueue_input (staging taken now), parks the gate, then enqueue_output.
+  // Such a call keeps no event (destroying one is a CUDA call) and never takes an idle block when it starts.
   bool can_stage_on_caller_stream() const;
   void enqueue_input_on_caller_stream();
   void enqueue_output_on_caller_stream();
+  bool on_caller_stream() const { return on_caller_stream_; }
   // Whether the proxy thread makes CUDA calls for it (not when staged on the caller's stream).
   bool makes_device_calls() const { return !on_caller_stream_; }
-  // What the proxy counts as this operation's at submission (a block taken at the call counted itself as it grew).
-  size_t held_bytes_at_submit() const { return held_bytes() - grown_at_call_; }
   // Submitted: counted as waiting to start (DeviceProxy::lease leaves idle blocks to such operations) until its input
   // is ready and it has taken its staging, or it ends.
   void wait_to_start();
@@ -208,8 +208,8 @@ class DeviceOperation final : public Operation, private StagingWindow {
   void issue(const std::function<void(DeviceStream)>& launch);
   // Throws TIMEOUT once the monitor has released the streams: no new device work then.
   void refuse_if_released() const;
-  // Staged on the caller's stream: every copy and signal it enqueued has run (its staging and signals are free).
-  bool caller_stream_quiescent() const;
+  // Enqueues the copies on the caller's stream, then the signal's write.
+  void enqueue_copies_then_signal(const std::vector<DeviceCopy>& copies, const StreamSignal& signal);
   void copy_all(const std::vector<DeviceCopy>& copies, DeviceStream stream);
 
   DeviceProxy& proxy_;
@@ -235,10 +235,11 @@ class DeviceOperation final : public Operation, private StagingWindow {
   uint64_t host_events_ = 0, host_bytes_ = 0;
   bool pipeline_allowed_ = false, pipelined_ = false;
   bool waits_to_start_ = false;
+  bool ordered_ = false;
   bool on_caller_stream_ = false;
-  StreamSignal input_signal_, output_signal_;
+  StreamSignal input_signal_, output_signal_;                // both taken before anything is enqueued
   bool input_signalled_ = false, output_signalled_ = false;  // their writes are enqueued
-  size_t grown_at_call_ = 0;
+  bool enqueue_broken_ = false;  // a copy may be enqueued whose signal is not: the staging is never reused
   std::vector<Piece> in_pieces_, out_pieces_;
   std::vector<Range> output_ranges_;
   size_t early_pieces_ = 0;  // output pieces copied out while the host operation still had steps to run
@@ -296,6 +297,11 @@ class DeviceProxy {
   // A fresh signal word; given back once its stream has written it (never if it never does).
   StreamSignal take_signal();
   void give_back_signal(const StreamSignal& signal);
+  // The staging and signals of an operation staged on its caller's stream that ended before its stream wrote `until`
+  // (its output word, or its input word when no output was enqueued): the proxy thread hands them back once the
+  // stream has, without a CUDA call; kept forever if `broken`, or if the stream has not within the timeout when the
+  // proxy is destroyed.
+  void drain_later(StagingLease staging, StreamSignal input, StreamSignal output, StreamSignal until, bool broken);
   // The proxy thread is alive and not inside a call (monitor).
   void heartbeat();
   // The monitor released the parked streams (the communicator fails).
@@ -358,6 +364,14 @@ class DeviceProxy {
   // the driver for one of those streams can do that): the monitor opens the gates, and the proxy thread, once back,
   // fails the communicator and issues no more device work.
   void monitor();
+  // Hands back what drain_later kept where its word has been written (final: keeps forever what is past its
+  // deadline).
+  void drain(bool final);
+  struct Draining {
+    StagingLease staging;
+    StreamSignal input, output, until;
+    std::chrono::steady_clock::time_point deadline;
+  };
   // Once the monitor has opened gates: fails the communicator (the first time) and turns a success of the operation
   // just tested into that error. Proxy thread.
   void report_forced_open(bagua_status_t* status, std::string* error);
@@ -395,9 +409,14 @@ class DeviceProxy {
   std::condition_variable monitor_wake_;
   std::vector<ParkedGate> parked_;  // gates parked and not yet released
   bool monitor_stopping_ = false;
-  std::atomic<int64_t> heartbeat_ns_;             // the proxy thread's last round of its loop (steady clock)
+  std::atomic<int64_t> heartbeat_ns_;  // the proxy thread's last round of its loop (steady clock)
+  std::atomic<std::thread::id> proxy_thread_id_;
   std::atomic<int64_t> forced_open_after_ms_{0};  // set by the monitor: how long the proxy thread had been stuck
   bool forced_open_reported_ = false;             // proxy thread
+  std::mutex draining_mutex_;
+  std::vector<Draining> draining_;
+  std::atomic<size_t> draining_bytes_{0};
+  std::atomic<bool> signals_kept_{false};  // a stream may still write a gate page: never free the pages
   std::thread thread_;
   std::thread monitor_;
 };

@@ -101,6 +101,8 @@ class StandinStream {
 class StandinEvent final : public DeviceEvent {
  public:
   StandinEvent(StandinStream* stream, uint64_t target) : stream_(stream), target_(target) {}
+  StandinEvent(const StandinEvent&) = default;
+  ~StandinEvent() override { DriverTurn turn; }  // as cudaEventDestroy
   bool done() override {
     DriverTurn turn;
     return stream_->finished() >= target_;

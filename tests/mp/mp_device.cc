@@ -411,6 +411,25 @@ int blocked(bagua_comm_t comm) {
     MP_CHECK(took < 1.8);  // copies of 200 ms, no timeout
     if (g_rank == 0) std::printf("blocked: a call staged on the caller's stream completed in %.2f s, exact\n", took);
   }
+  {
+    // Two such calls queued, then the download: the first one ends while the thread waits in the second's download
+    // (an operation that kept a CUDA event would block destroying it).
+    DevBuf a(1 << 10), b(1 << 11);
+    for (auto& v : a.host) v = g_rank + 2;
+    for (auto& v : b.host) v = g_rank + 3;
+    a.upload(stream);
+    b.upload(stream);
+    auto start = Clock::now();
+    MP_OK(bagua_allreduce(a.dev, a.dev, a.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    b.download(stream);
+    a.download(stream);
+    const double took = since(start);
+    for (int64_t v : a.host) MP_CHECK(v == static_cast<int64_t>(g_size) * (g_size + 3) / 2);
+    for (int64_t v : b.host) MP_CHECK(v == static_cast<int64_t>(g_size) * (g_size + 5) / 2);
+    MP_CHECK(took < 2.5);
+    if (g_rank == 0) std::printf("blocked: two queued calls completed in %.2f s, exact\n", took);
+  }
   DevBuf b(1 << 20);  // 8 MiB: pipelined staging, copies issued by the proxy thread
   for (auto& v : b.host) v = g_rank + 1;
   b.upload(stream);
