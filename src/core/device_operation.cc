@@ -1,0 +1,367 @@
+// DeviceOperation (core/device_proxy.h): one device call's copies and staging around its host operation, on the
+// proxy's copy stream or, below 4 MiB, on the caller's stream (docs/cuda.md).
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "base/error.h"
+#include "core/comm.h"
+#include "core/device_proxy.h"  // (DeviceOperation is declared with the proxy it belongs to)
+
+namespace bagua {
+
+namespace {
+
+bool word_reached(const volatile uint32_t* word, uint32_t value) {
+  const uint32_t now = __atomic_load_n(const_cast<const uint32_t*>(word), __ATOMIC_ACQUIRE);
+  return static_cast<int32_t>(now - value) >= 0;
+}
+
+}  // namespace
+
+bool StreamSignal::reached() const { return word != nullptr && word_reached(word, value); }
+
+DeviceOperation::DeviceOperation(bagua_opkind_t kind, DeviceProxy& proxy, DeviceStream stream, int device,
+                                 StagingLease staging)
+    : Operation(kind, "device operation"),
+      proxy_(proxy),
+      stream_(stream),
+      device_(device),
+      staging_(std::move(staging)) {}
+
+DeviceOperation::~DeviceOperation() {
+  // Staged on the caller's stream: the stream copies the output back after the gate, which the last operation of the
+  // group releases (below, or later); the proxy thread hands the staging back once those copies have run.
+  if (on_caller_stream_ && (input_signalled_ || enqueue_broken_)) {
+    proxy_.drain_later(std::move(staging_), input_signal_, output_signal_,
+                       output_signalled_ ? output_signal_ : input_signal_, enqueue_broken_);
+    input_signalled_ = output_signalled_ = false;
+  } else if (on_caller_stream_) {  // nothing enqueued
+    for (const StreamSignal* signal : {&input_signal_, &output_signal_})
+      if (signal->word != nullptr) proxy_.give_back_signal(*signal);
+  }
+  // Never hand back staging that a copy still uses, nor release the stream before our copy into its buffer ends.
+  try {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(proxy_.comm().config().timeout_ms);
+    while (!quiescent()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        // The GPU did not finish a plain copy within the timeout: keep the staging (the copy may still touch it),
+        // fail the communicator, and release the stream so that nothing hangs.
+        new StagingLease(std::move(staging_));
+        new StagingLease(std::move(device_room_));
+        device_scratch_ = nullptr;
+        proxy_.comm().fail_now(BAGUA_ERR_CUDA,
+                               fmt::format("{}: a staging copy did not finish within BAGUA_TIMEOUT", description()));
+        break;
+      }
+      proxy_.heartbeat();  // each wait for the copies is one call: the monitor times calls, not this loop
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    host_op_.reset();
+    if (device_scratch_ != nullptr) proxy_.runtime().free_device_async(device_scratch_, proxy_.copy_stream(device_));
+  } catch (...) {
+  }
+  // The staging goes back to the pool before the stream goes on: the stream's next call, starting, finds it idle.
+  staging_.reset();
+  note_started();  // (if it ended before its input was ready)
+  // What the builder holds (a qstate's queued count) is given back before the stream goes on: a caller that
+  // synchronized the stream may use the state at once.
+  build_ = nullptr;
+  gate_.reset();  // the last operation of its group on this stream releases it
+}
+
+void DeviceOperation::take_device_scratch(size_t bytes) {
+  if (bytes == 0) return;
+  device_room_ = proxy_.lease(bytes, false);  // room only: the memory is the device's, not pinned
+  void* p = nullptr;
+  try {
+    p = proxy_.runtime().alloc_device_async(bytes, proxy_.copy_stream(device_));
+  } catch (...) {
+    device_room_.reset();
+    throw;
+  }
+  if (p == nullptr) {
+    device_room_.reset();
+    bagua::fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate {} bytes of device memory on device {}", bytes,
+                device_);
+  }
+  device_scratch_ = p;
+}
+
+void DeviceOperation::set_order(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate) {
+  ordered_ = true;
+  input_ready_ = std::move(input_ready);
+  gate_ = std::move(gate);
+}
+
+void DeviceOperation::set_host_operation(std::function<std::unique_ptr<Operation>()> build, std::string description) {
+  build_ = std::move(build);
+  set_description(std::move(description));
+}
+
+bool DeviceOperation::quiescent() {
+  if (copies_unknown_) return false;
+  try {
+    return copies_done_ == nullptr || copies_done_->done();
+  } catch (const Error&) {
+    return true;  // the copy stream failed: nothing more runs on it
+  }
+}
+
+void DeviceOperation::copy_all(const std::vector<DeviceCopy>& copies, DeviceStream stream) {
+  for (const DeviceCopy& c : copies)
+    if (c.bytes > 0) proxy_.runtime().copy_async(c.dst, c.src, c.bytes, stream);
+}
+
+void DeviceOperation::refuse_if_released() const {
+  if (proxy_.streams_released())
+    bagua::fail(BAGUA_ERR_TIMEOUT, "{}: its stream was released by the device proxy's monitor; no more device work",
+                description());
+}
+
+void DeviceOperation::issue(const std::function<void(DeviceStream)>& launch) {
+  refuse_if_released();
+  DeviceStream copy_stream = proxy_.copy_stream(device_);
+  copies_done_.reset();
+  copies_unknown_ = true;  // until the event that covers this work is recorded
+  std::exception_ptr failure;
+  try {
+    launch(copy_stream);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  copies_done_ = proxy_.runtime().record(copy_stream);  // also after a failure: it covers what was issued
+  copies_unknown_ = false;
+  if (failure) std::rethrow_exception(failure);
+}
+
+IpcCache& DeviceOperation::ipc_cache() { return proxy_.ipc_cache(); }
+
+namespace {
+// Pipelined staging from 4 MiB of input or output, in pieces of at least 1 MiB, at most 16 per copy.
+constexpr size_t kPipelineMinBytes = 4 << 20;
+constexpr size_t kPipelinePieceMinBytes = 1 << 20;
+constexpr size_t kPipelineMaxPieces = 16;
+}  // namespace
+
+// Below kPipelineMinBytes of staging: larger calls pipeline, and calls queued on a stream share their blocks only
+// when each takes its block as it starts (the caller's stream copies into a block chosen at the call).
+bool DeviceOperation::can_stage_on_caller_stream() const {
+  return lay_out_ && !deferred_ && build_ != nullptr && staging_.bytes() < kPipelineMinBytes;
+}
+
+void DeviceOperation::enqueue_input_on_caller_stream() {
+  const size_t before = held_bytes();
+  take_staging();  // the block and the copies' layout, now
+  // fill() counted the block's growth as a submitted operation's; submit() counts the whole block.
+  proxy_.uncount_submitted_staging(held_bytes() - before);
+  input_signal_ = proxy_.take_signal();
+  on_caller_stream_ = true;  // from here the destructor gives the signals back
+  output_signal_ = proxy_.take_signal();
+  enqueue_copies_then_signal(copies_in_, input_signal_);
+  input_signalled_ = true;
+}
+
+void DeviceOperation::enqueue_output_on_caller_stream() {
+  enqueue_copies_then_signal(copies_out_, output_signal_);
+  output_signalled_ = true;
+}
+
+void DeviceOperation::enqueue_copies_then_signal(const std::vector<DeviceCopy>& copies, const StreamSignal& signal) {
+  DeviceRuntime& runtime = proxy_.runtime();
+  // By kernel where the stream's device reaches both sides: a copy engine's queue can hold a copy parked behind a gate.
+  const bool by_kernel = runtime.stream_device(stream_) == device_;
+  enqueue_broken_ = true;  // until the signal that covers these copies is enqueued
+  for (const DeviceCopy& c : copies) {
+    if (c.bytes == 0) continue;
+    if (by_kernel)
+      runtime.kernel_copy_async(c.dst, c.src, c.bytes, stream_);
+    else
+      runtime.copy_async(c.dst, c.src, c.bytes, stream_);
+  }
+  runtime.write_value(stream_, signal.word, signal.value);
+  enqueue_broken_ = false;
+}
+
+void DeviceOperation::start_pipeline() {
+  pipelined_ = true;
+  auto split = [](const std::vector<DeviceCopy>& copies, std::vector<Piece>& pieces) {
+    for (const DeviceCopy& c : copies) {
+      if (c.bytes == 0) continue;
+      const size_t piece = std::max(kPipelinePieceMinBytes, (c.bytes + kPipelineMaxPieces - 1) / kPipelineMaxPieces);
+      for (size_t at = 0; at < c.bytes; at += piece) {
+        pieces.emplace_back();
+        pieces.back().copy = {static_cast<uint8_t*>(c.dst) + at, static_cast<const uint8_t*>(c.src) + at,
+                              std::min(piece, c.bytes - at)};
+      }
+    }
+  };
+  split(copies_in_, in_pieces_);
+  split(copies_out_, out_pieces_);
+  for (const Piece& p : out_pieces_) output_ranges_.push_back({static_cast<const uint8_t*>(p.copy.src), p.copy.bytes});
+  issue_pieces(in_pieces_, 0, in_pieces_.size(), true);
+}
+
+void DeviceOperation::issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last, bool events) {
+  refuse_if_released();
+  DeviceStream copy_stream = proxy_.copy_stream(device_);
+  DeviceRuntime& runtime = proxy_.runtime();
+  copies_done_.reset();
+  copies_unknown_ = true;  // until the event that covers these copies is recorded
+  std::exception_ptr failure;
+  try {
+    for (size_t i = first; i < last; ++i) {
+      if (pieces[i].issued) continue;
+      pieces[i].issued = true;
+      runtime.copy_async(pieces[i].copy.dst, pieces[i].copy.src, pieces[i].copy.bytes, copy_stream);
+      if (events) pieces[i].done = runtime.record(copy_stream);
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  copies_done_ = runtime.record(copy_stream);  // the last on the stream: covers every copy issued so far
+  copies_unknown_ = false;
+  if (failure) std::rethrow_exception(failure);
+}
+
+bool DeviceOperation::arrived(const std::vector<Range>& ranges) {
+  for (const Range& r : ranges)
+    for (Piece& p : in_pieces_) {
+      if (p.arrived) continue;
+      const auto* piece = static_cast<const uint8_t*>(p.copy.dst);
+      if (!(r.data < piece + p.copy.bytes && piece < r.data + r.bytes)) continue;
+      if (!p.done || !p.done->done()) return false;  // throws when the copy failed
+      p.arrived = true;
+      ++arrived_pieces_;
+    }
+  overlapped_steps_ += arrived_pieces_ < in_pieces_.size() ? 1 : 0;  // one step, starting before all input is in
+  return true;
+}
+
+bool DeviceOperation::arrived_all() {
+  for (Piece& p : in_pieces_) {
+    if (p.arrived) continue;
+    if (!p.done || !p.done->done()) return false;
+    p.arrived = true;
+    ++arrived_pieces_;
+  }
+  return true;
+}
+
+void DeviceOperation::output_final(size_t piece, bool early) {
+  if (piece >= out_pieces_.size() || out_pieces_[piece].issued) return;
+  issue_pieces(out_pieces_, piece, piece + 1, false);
+  early_pieces_ += early ? 1 : 0;
+}
+
+void DeviceOperation::wait_to_start() {
+  waits_to_start_ = true;
+  proxy_.count_unstarted(1);
+}
+
+void DeviceOperation::note_started() {
+  if (!waits_to_start_) return;
+  waits_to_start_ = false;
+  proxy_.count_unstarted(-1);
+}
+
+void DeviceOperation::defer_staging(std::function<void(DeviceOperation&)> lay_out) {
+  deferred_ = true;
+  lay_out_ = std::move(lay_out);
+}
+
+void DeviceOperation::take_staging() {
+  proxy_.fill(staging_);  // (the lease may hold a block already)
+  if (!lay_out_) return;
+  auto lay_out = std::move(lay_out_);
+  lay_out_ = nullptr;
+  lay_out(*this);
+}
+
+void DeviceOperation::release_staging() {
+  if (!lay_out_ || staging_.bytes() == 0) return;  // laid out: in use
+  const size_t bytes = staging_.bytes();
+  staging_.reset();
+  proxy_.uncount_submitted_staging(bytes);
+}
+
+void DeviceOperation::advance(Transport& transport) {
+  switch (phase_) {
+    case Phase::kWaitInput: {
+      // Staged by the caller's stream, the operation makes no CUDA call: its input signal says the copies are done.
+      if (on_caller_stream_ ? !input_signal_.reached() : !input_ready_->done()) return;
+      phase_ = Phase::kCopyIn;
+      note_progress();
+      if (!deferred_ && !on_caller_stream_) take_staging();
+      note_started();
+      if (!on_caller_stream_) {
+        size_t in_bytes = 0, out_bytes = 0;
+        for (const DeviceCopy& c : copies_in_) in_bytes += c.bytes;
+        for (const DeviceCopy& c : copies_out_) out_bytes += c.bytes;
+        if (pipeline_allowed_ && !deferred_ && std::max(in_bytes, out_bytes) >= kPipelineMinBytes &&
+            proxy_.pipelined_staging()) {
+          host_op_ = build_();  // builders lay out steps on the staging; none reads it
+          if (host_op_->pipelines_staging()) start_pipeline();
+        }
+        if (!deferred_ && !pipelined_) issue([this](DeviceStream s) { copy_all(copies_in_, s); });
+      }
+      [[fallthrough]];
+    }
+    case Phase::kCopyIn:
+      if (!on_caller_stream_ && !deferred_ && !pipelined_ && !copies_done_->done()) return;
+      if (!host_op_) host_op_ = build_();
+      if (!collective_name()) set_algorithm(host_op_->collective_name(), host_op_->algorithm_name());  // relaxations
+      phase_ = Phase::kRun;
+      note_progress();
+      [[fallthrough]];
+    case Phase::kRun: {
+      {
+        StagingWindow::Scope window(pipelined_ ? static_cast<StagingWindow*>(this) : nullptr);
+        host_op_->advance(transport);
+      }
+      if (host_op_->events() != host_events_) {
+        note_progress();
+        host_events_ = host_op_->events();
+      }
+      add_bytes_sent(host_op_->bytes_sent() - host_bytes_);
+      host_bytes_ = host_op_->bytes_sent();
+      if (host_op_->state() == State::kFailed) throw Error(host_op_->status(), host_op_->error());
+      if (host_op_->running()) return;
+      phase_ = Phase::kCopyOut;
+      note_progress();
+      if (on_caller_stream_) {
+        // Done: the caller's stream copies the output back after the gate, which ~DeviceOperation releases once
+        // everything is handed back (as for any call); the proxy hands the staging back after those copies.
+        phase_ = Phase::kDone;
+        finish();
+        return;
+      }
+      if (pipelined_) {
+        proxy_.count_pipelined(early_pieces_, overlapped_steps_);
+        issue_pieces(out_pieces_, 0, out_pieces_.size(), false);  // those no step reported final
+      } else if (!deferred_ || copy_out_wanted_) {
+        issue([this](DeviceStream s) { copy_all(copies_out_, s); });
+      }
+      [[fallthrough]];
+    }
+    case Phase::kCopyOut:
+      if (copies_done_ && !copies_done_->done()) return;
+      phase_ = Phase::kDone;
+      finish();
+      return;
+    case Phase::kDone: return;
+  }
+}
+
+std::string DeviceOperation::waiting_for() const {
+  switch (phase_) {
+    case Phase::kWaitInput: return "the work before it on the caller's stream";
+    case Phase::kCopyIn: return "the copy of its input from device memory";
+    case Phase::kRun: return host_op_->waiting_for();
+    case Phase::kCopyOut: return "the copy of its output to device memory";
+    case Phase::kDone: break;
+  }
+  return "nothing";
+}
+
+}  // namespace bagua
