@@ -94,6 +94,8 @@ step() {
   # algorithms; the staged path across logical hosts (a BAGUA_HOST_ID per pair of ranks).
   for n in 2 3 4; do step matrix:$n 90 $RUN -n $n $B/mp_collectives matrix device; done
   step matrix:mixed 90 $RUN -n 3 $B/mp_collectives matrix mixed
+  # The same on the proxy's data path: the in-host IPC path, driven by the proxy thread (docs/cuda.md).
+  step matrix:proxy-2 90 env BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 2 $B/mp_collectives matrix device
   step matrix:forced 90 $RUN -n 4 $B/mp_collectives forced device
   step matrix:hosts 90 $RUN -n 4 sh -c 'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" matrix device' \
     $B/mp_collectives
@@ -106,16 +108,17 @@ step() {
   step device:ipc 60 env BAGUA_IPC_CACHE_ENTRIES=2 $RUN -n 3 $B/mp_device ipc
   step device:scheduler 90 $RUN -n 2 $B/mp_scheduler device
   step device:relaxations 90 $RUN -n 2 $B/mp_device relaxations
+  step device:relaxations-proxy 90 env BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 2 $B/mp_device relaxations
   # The quantized allreduce's rail and leader forms compressing on the GPU (logical hosts of 2+2 and 2+1 ranks),
-  # and a peer killed during a quantized allreduce that compresses on the GPU.
-  step device:relaxations-hosts 120 $RUN -n 4 sh -c \
+  # and a peer killed during a quantized allreduce that compresses on the GPU (BAGUA_DEVICE_DATA_PATH=proxy).
+  step device:relaxations-hosts 120 env BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 4 sh -c \
     'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" relaxations' $B/mp_device
-  step device:relaxations-leader 120 $RUN -n 3 sh -c \
+  step device:relaxations-leader 120 env BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 3 sh -c \
     'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" relaxations' $B/mp_device
   # Staged calls of 12 MiB between two logical hosts: copies in pieces around the host algorithm, exact.
   step device:pipelined 90 $RUN -n 4 sh -c 'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" pipelined' \
     $B/mp_device
-  step device:failure-quantized 60 env BAGUA_TIMEOUT=4 $RUN -n 3 $B/mp_device failure quantized
+  step device:failure-quantized 60 env BAGUA_TIMEOUT=4 BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 3 $B/mp_device failure quantized
   # Two ranks naming the one GPU differently, by index and by UUID: the same GPU, so the IPC path is taken.
   uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1)
   step device:visible 60 env BAGUA_IPC_CACHE_ENTRIES=2 $RUN -n 2 sh -c \
@@ -127,7 +130,7 @@ step() {
       $B/mp_device semantics
     # Every CUDA kernel (odd counts and chunks, offset buffers), and the relaxations compressing on the GPU.
     step sanitizer:kernels 180 compute-sanitizer --tool memcheck --error-exitcode 9 $B/cuda_kernels
-    step sanitizer:quantized 150 env BAGUA_TIMEOUT=120 $RUN -n 2 compute-sanitizer --tool memcheck \
+    step sanitizer:quantized 150 env BAGUA_TIMEOUT=120 BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 2 compute-sanitizer --tool memcheck \
       --error-exitcode 9 $B/mp_device relaxations
   elif [ -z "$ONLY" ] || [[ "$ONLY" == *",sanitizer,"* ]]; then
     echo "== sanitizer: compute-sanitizer not found"

@@ -405,7 +405,8 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
                 args.algorithm ? std::string("the caller's choice")
                                : selector_of(comm).explain(args.collective, args.message_bytes(n), n, comm.hosts()));
   if (args.on_device) {
-    if (algorithm->build_on_device != nullptr && comm.nhosts() <= 1 && n > 1)
+    // (With BAGUA_DEVICE_DATA_PATH=stream the in-host algorithms run on staging, as a host rank's would.)
+    if (algorithm->build_on_device != nullptr && comm.nhosts() <= 1 && n > 1 && !comm.config().device_path_on_stream)
       return make_device_collective_in_host(comm, args, algorithm, suffix);
     return make_device_collective(comm, args, algorithm, suffix);
   }

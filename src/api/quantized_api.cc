@@ -52,12 +52,13 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     // allreduce algorithm: make the communicator's selector here, on the caller's thread, so that it only reads.
     selector_of(comm);
     const QuantizedArgs args{sendbuf, recvbuf, count, dtype, op};
-    // Compressing on the device needs more memory than staging the buffers (fp32 copies; the host's inputs): where
-    // that passes the limit or the device has not got it, the call is staged (nothing is taken or counted before the
+    // Compressing on the device (BAGUA_DEVICE_DATA_PATH=proxy only: its kernels run on the proxy's stream) needs more
+    // memory than staging the buffers (fp32 copies; the host's inputs): where that passes the limit or the device
+    // has not got it, the call is staged (nothing is taken or counted before the
     // sequence number, so falling back has no side effect).
     const QuantizedDeviceMemory memory = quantized_device_memory(comm, args, codec);
     const size_t rounding = 512;  // (each lease is rounded up to 256 bytes)
-    if (compresses_on_device(comm, args, impl) &&
+    if (!comm.config().device_path_on_stream && compresses_on_device(comm, args, impl) &&
         memory.staging + memory.device + rounding <= comm.config().device_memory_limit) {
       try {
         if (impl && impl->queued == 0 && !impl->busy) impl->reserve_device(buffers.device);

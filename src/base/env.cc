@@ -46,6 +46,10 @@ constexpr EnvSetting kSettings[] = {
      "0: staged device calls copy all input in before the algorithm and all output out after it (default 1: in "
      "pieces, overlapped)",
      "user"},
+    {"BAGUA_DEVICE_DATA_PATH",
+     "stream (default): device calls stage through pinned memory with copies on the caller's stream; proxy: also "
+     "the in-host CUDA IPC path and compression on the device, driven by the library's thread",
+     "user"},
     {"BAGUA_DEVICE_STANDIN", "1: testing only; a host stand-in for the CUDA runtime (threads as streams)", "user"},
     {"BAGUA_STANDIN_GPU", "testing only: the identity of the stand-in's GPU (default standin-gpu-0)", "user"},
     {"BAGUA_STANDIN_IPC_FAILS", "testing only: 1 makes the stand-in fail to open peers' IPC handles", "user"},

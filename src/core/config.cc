@@ -87,6 +87,11 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_PIPELINED_STAGING='{}' must be 0 or 1", text);
     config.pipelined_staging = text[0] == '1';
   }
+  if (const char* text = env_get("BAGUA_DEVICE_DATA_PATH"); text && *text) {
+    if (std::strcmp(text, "stream") != 0 && std::strcmp(text, "proxy") != 0)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_DEVICE_DATA_PATH='{}' must be stream or proxy", text);
+    config.device_path_on_stream = std::strcmp(text, "stream") == 0;
+  }
   if (const char* text = env_get("BAGUA_INTER_HOST_GBPS"); text && *text) {
     char* end = nullptr;
     double v = std::strtod(text, &end);

@@ -32,6 +32,10 @@ struct Config {
   // BAGUA_PIPELINED_STAGING=0: staged device calls copy all their input in before the host algorithm starts and
   // all their output out after it ends (docs/cuda.md); the default overlaps them in pieces
   bool pipelined_staging = true;
+  // BAGUA_DEVICE_DATA_PATH: stream (default): every device call that parks its stream stages on that stream, so the
+  // proxy thread makes no CUDA call for it (docs/cuda.md); proxy: the in-host IPC path and compression on the device
+  // too, with copies and kernels issued by the proxy thread
+  bool device_path_on_stream = true;
   size_t trace_size = 1000;  // BAGUA_TRACE_SIZE: operations the flight recorder keeps (0: off)
   std::string trace_dir;     // BAGUA_TRACE_DIR: where each rank writes its flight recorder on failure
   // BAGUA_FINGERPRINT=0: messages carry only the call's kind and receives match it exactly (core/tags.h); for

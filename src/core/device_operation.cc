@@ -1,5 +1,5 @@
 // DeviceOperation (core/device_proxy.h): one device call's copies and staging around its host operation, on the
-// proxy's copy stream or, below 4 MiB, on the caller's stream (docs/cuda.md).
+// caller's stream or, for the calls that cannot stage there, on the proxy's copy stream (docs/cuda.md).
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -33,13 +33,15 @@ DeviceOperation::~DeviceOperation() {
   // Staged on the caller's stream: the stream copies the output back after the gate, which the last operation of the
   // group releases (below, or later); the proxy thread hands the staging back once those copies have run.
   if (on_caller_stream_ && (input_signalled_ || enqueue_broken_)) {
-    proxy_.drain_later(std::move(staging_), input_signal_, output_signal_,
-                       output_signalled_ ? output_signal_ : input_signal_, enqueue_broken_);
+    std::shared_ptr<StagingLease> block =
+        shared_staging_ ? std::move(shared_staging_) : std::make_shared<StagingLease>(std::move(staging_));
+    proxy_.drain_later(std::move(block), std::move(signals_), output_signalled_ ? output_signal_ : input_signal_,
+                       enqueue_broken_);
     input_signalled_ = output_signalled_ = false;
   } else if (on_caller_stream_) {  // nothing enqueued
-    for (const StreamSignal* signal : {&input_signal_, &output_signal_})
-      if (signal->word != nullptr) proxy_.give_back_signal(*signal);
+    for (const StreamSignal& signal : signals_) proxy_.give_back_signal(signal);
   }
+  signals_.clear();
   // Never hand back staging that a copy still uses, nor release the stream before our copy into its buffer ends.
   try {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(proxy_.comm().config().timeout_ms);
@@ -67,7 +69,8 @@ DeviceOperation::~DeviceOperation() {
   // What the builder holds (a qstate's queued count) is given back before the stream goes on: a caller that
   // synchronized the stream may use the state at once.
   build_ = nullptr;
-  gate_.reset();  // the last operation of its group on this stream releases it
+  for (Piece& p : out_pieces_) p.gate.reset();  // (released before the call's gate, which the stream reaches after)
+  gate_.reset();                                // the last operation of its group on this stream releases it
 }
 
 void DeviceOperation::take_device_scratch(size_t bytes) {
@@ -144,34 +147,86 @@ constexpr size_t kPipelinePieceMinBytes = 1 << 20;
 constexpr size_t kPipelineMaxPieces = 16;
 }  // namespace
 
-// Below kPipelineMinBytes of staging: larger calls pipeline, and calls queued on a stream share their blocks only
-// when each takes its block as it starts (the caller's stream copies into a block chosen at the call).
-bool DeviceOperation::can_stage_on_caller_stream() const {
-  return lay_out_ && !deferred_ && build_ != nullptr && staging_.bytes() < kPipelineMinBytes;
+// Any gated call whose staging is laid out at its start (not a request, not an in-host algorithm's call, not a
+// relaxation that computes on the device).
+bool DeviceOperation::can_stage_on_caller_stream() const { return lay_out_ && !deferred_ && build_ != nullptr; }
+
+bool DeviceOperation::pipelines_copies() const {
+  if (!pipeline_allowed_ || deferred_ || !proxy_.pipelined_staging()) return false;
+  size_t in_bytes = 0, out_bytes = 0;
+  for (const DeviceCopy& c : copies_in_) in_bytes += c.bytes;
+  for (const DeviceCopy& c : copies_out_) out_bytes += c.bytes;
+  return std::max(in_bytes, out_bytes) >= kPipelineMinBytes;
 }
 
 void DeviceOperation::enqueue_input_on_caller_stream() {
-  const size_t before = held_bytes();
-  take_staging();  // the block and the copies' layout, now
-  // fill() counted the block's growth as a submitted operation's; submit() counts the whole block.
-  proxy_.uncount_submitted_staging(held_bytes() - before);
-  input_signal_ = proxy_.take_signal();
+  if (auto block = proxy_.block_passed_along(stream_, staging_.bytes())) {
+    // The stream's last call's block: this call's copies into it run after that call's gate.
+    staging_.reset();  // (the room goes back)
+    shared_staging_ = std::move(block);
+    auto lay_out = std::move(lay_out_);
+    lay_out_ = nullptr;
+    lay_out(*this);
+  } else {
+    const size_t before = held_bytes();
+    take_staging();  // the block and the copies' layout, now
+    // fill() counted the block's growth as a submitted operation's; submit() counts the whole block.
+    proxy_.uncount_submitted_staging(held_bytes() - before);
+  }
+  if (pipelines_copies()) split_into_pieces();
   on_caller_stream_ = true;  // from here the destructor gives the signals back
+  // Every word first: a word per input piece (at least one), and the output word.
+  signals_.reserve(in_pieces_.size() + 2);
+  for (Piece& p : in_pieces_) {
+    p.signal = proxy_.take_signal();
+    signals_.push_back(p.signal);
+  }
+  if (in_pieces_.empty()) {
+    input_signal_ = proxy_.take_signal();
+    signals_.push_back(input_signal_);
+  }
   output_signal_ = proxy_.take_signal();
-  enqueue_copies_then_signal(copies_in_, input_signal_);
+  signals_.push_back(output_signal_);
+  if (in_pieces_.empty()) {
+    first_input_signal_ = input_signal_;
+    enqueue_copies_then_signal(copies_in_, input_signal_);
+  } else {
+    first_input_signal_ = in_pieces_.front().signal;
+    input_signal_ = in_pieces_.back().signal;
+    for (Piece& p : in_pieces_) {
+      enqueue_copies_then_signal({p.copy}, p.signal);
+      p.issued = true;
+    }
+  }
   input_signalled_ = true;
 }
 
-void DeviceOperation::enqueue_output_on_caller_stream() {
-  enqueue_copies_then_signal(copies_out_, output_signal_);
-  output_signalled_ = true;
+void DeviceOperation::enqueue_output_pieces_on_caller_stream() {
+  if (out_pieces_.empty()) return;
+  enqueue_broken_ = true;  // a copy behind a gate, whose output word is not enqueued yet
+  for (Piece& p : out_pieces_) {
+    p.gate = proxy_.park(stream_);
+    enqueue_copies({p.copy});
+    p.issued = true;
+  }
 }
 
-void DeviceOperation::enqueue_copies_then_signal(const std::vector<DeviceCopy>& copies, const StreamSignal& signal) {
+void DeviceOperation::enqueue_output_on_caller_stream() {
+  std::vector<DeviceCopy> copies;
+  if (out_pieces_.empty()) copies = copies_out_;
+  for (const Piece& p : out_pieces_)
+    if (!p.issued) copies.push_back(p.copy);
+  enqueue_copies_then_signal(copies, output_signal_);
+  output_signalled_ = true;
+  // Its gate is parked before these copies: a later call on the stream may use the block.
+  if (!shared_staging_) shared_staging_ = std::make_shared<StagingLease>(std::move(staging_));
+  proxy_.pass_block_along(stream_, shared_staging_);
+}
+
+void DeviceOperation::enqueue_copies(const std::vector<DeviceCopy>& copies) {
   DeviceRuntime& runtime = proxy_.runtime();
   // By kernel where the stream's device reaches both sides: a copy engine's queue can hold a copy parked behind a gate.
   const bool by_kernel = runtime.stream_device(stream_) == device_;
-  enqueue_broken_ = true;  // until the signal that covers these copies is enqueued
   for (const DeviceCopy& c : copies) {
     if (c.bytes == 0) continue;
     if (by_kernel)
@@ -179,12 +234,22 @@ void DeviceOperation::enqueue_copies_then_signal(const std::vector<DeviceCopy>& 
     else
       runtime.copy_async(c.dst, c.src, c.bytes, stream_);
   }
-  runtime.write_value(stream_, signal.word, signal.value);
+}
+
+void DeviceOperation::enqueue_copies_then_signal(const std::vector<DeviceCopy>& copies, const StreamSignal& signal) {
+  enqueue_broken_ = true;  // until the signal that covers these copies is enqueued
+  enqueue_copies(copies);
+  proxy_.runtime().write_value(stream_, signal.word, signal.value);
   enqueue_broken_ = false;
 }
 
 void DeviceOperation::start_pipeline() {
   pipelined_ = true;
+  split_into_pieces();
+  issue_pieces(in_pieces_, 0, in_pieces_.size(), true);
+}
+
+void DeviceOperation::split_into_pieces() {
   auto split = [](const std::vector<DeviceCopy>& copies, std::vector<Piece>& pieces) {
     for (const DeviceCopy& c : copies) {
       if (c.bytes == 0) continue;
@@ -199,7 +264,6 @@ void DeviceOperation::start_pipeline() {
   split(copies_in_, in_pieces_);
   split(copies_out_, out_pieces_);
   for (const Piece& p : out_pieces_) output_ranges_.push_back({static_cast<const uint8_t*>(p.copy.src), p.copy.bytes});
-  issue_pieces(in_pieces_, 0, in_pieces_.size(), true);
 }
 
 void DeviceOperation::issue_pieces(std::vector<Piece>& pieces, size_t first, size_t last, bool events) {
@@ -230,7 +294,7 @@ bool DeviceOperation::arrived(const std::vector<Range>& ranges) {
       if (p.arrived) continue;
       const auto* piece = static_cast<const uint8_t*>(p.copy.dst);
       if (!(r.data < piece + p.copy.bytes && piece < r.data + r.bytes)) continue;
-      if (!p.done || !p.done->done()) return false;  // throws when the copy failed
+      if (!p.issued || !p.copied()) return false;
       p.arrived = true;
       ++arrived_pieces_;
     }
@@ -241,7 +305,7 @@ bool DeviceOperation::arrived(const std::vector<Range>& ranges) {
 bool DeviceOperation::arrived_all() {
   for (Piece& p : in_pieces_) {
     if (p.arrived) continue;
-    if (!p.done || !p.done->done()) return false;
+    if (!p.issued || !p.copied()) return false;
     p.arrived = true;
     ++arrived_pieces_;
   }
@@ -249,8 +313,16 @@ bool DeviceOperation::arrived_all() {
 }
 
 void DeviceOperation::output_final(size_t piece, bool early) {
-  if (piece >= out_pieces_.size() || out_pieces_[piece].issued) return;
-  issue_pieces(out_pieces_, piece, piece + 1, false);
+  if (piece >= out_pieces_.size()) return;
+  Piece& p = out_pieces_[piece];
+  if (on_caller_stream_) {  // its copy waits on the caller's stream behind a gate of its own (none in a group)
+    if (!p.gate) return;
+    p.gate->release();
+    p.gate.reset();
+  } else {
+    if (p.issued) return;
+    issue_pieces(out_pieces_, piece, piece + 1, false);
+  }
   early_pieces_ += early ? 1 : 0;
 }
 
@@ -288,18 +360,15 @@ void DeviceOperation::release_staging() {
 void DeviceOperation::advance(Transport& transport) {
   switch (phase_) {
     case Phase::kWaitInput: {
-      // Staged by the caller's stream, the operation makes no CUDA call: its input signal says the copies are done.
-      if (on_caller_stream_ ? !input_signal_.reached() : !input_ready_->done()) return;
+      // Staged by the caller's stream, the operation makes no CUDA call: its first input word says the stream has
+      // reached the call, the last one that the input is staged.
+      if (on_caller_stream_ ? !first_input_signal_.reached() : !input_ready_->done()) return;
       phase_ = Phase::kCopyIn;
       note_progress();
       if (!deferred_ && !on_caller_stream_) take_staging();
       note_started();
       if (!on_caller_stream_) {
-        size_t in_bytes = 0, out_bytes = 0;
-        for (const DeviceCopy& c : copies_in_) in_bytes += c.bytes;
-        for (const DeviceCopy& c : copies_out_) out_bytes += c.bytes;
-        if (pipeline_allowed_ && !deferred_ && std::max(in_bytes, out_bytes) >= kPipelineMinBytes &&
-            proxy_.pipelined_staging()) {
+        if (pipelines_copies()) {
           host_op_ = build_();  // builders lay out steps on the staging; none reads it
           if (host_op_->pipelines_staging()) start_pipeline();
         }
@@ -308,6 +377,11 @@ void DeviceOperation::advance(Transport& transport) {
       [[fallthrough]];
     }
     case Phase::kCopyIn:
+      if (on_caller_stream_ && !host_op_) {
+        host_op_ = build_();  // builders lay out steps on the staging; none reads it
+        pipelined_ = (!in_pieces_.empty() || !out_pieces_.empty()) && host_op_->pipelines_staging();
+      }
+      if (on_caller_stream_ && !pipelined_ && !input_signal_.reached()) return;
       if (!on_caller_stream_ && !deferred_ && !pipelined_ && !copies_done_->done()) return;
       if (!host_op_) host_op_ = build_();
       if (!collective_name()) set_algorithm(host_op_->collective_name(), host_op_->algorithm_name());  // relaxations
@@ -330,8 +404,15 @@ void DeviceOperation::advance(Transport& transport) {
       phase_ = Phase::kCopyOut;
       note_progress();
       if (on_caller_stream_) {
-        // Done: the caller's stream copies the output back after the gate, which ~DeviceOperation releases once
-        // everything is handed back (as for any call); the proxy hands the staging back after those copies.
+        // Done: the caller's stream copies the output back after the gates, the pieces' now, the call's once
+        // ~DeviceOperation has handed everything back (as for any call); the proxy hands the staging back after
+        // those copies.
+        if (pipelined_) proxy_.count_pipelined(early_pieces_, overlapped_steps_);
+        for (Piece& p : out_pieces_)
+          if (p.gate) {
+            p.gate->release();
+            p.gate.reset();
+          }
         phase_ = Phase::kDone;
         finish();
         return;

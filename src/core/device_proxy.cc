@@ -359,22 +359,36 @@ StreamSignal DeviceProxy::take_signal() {
   return signal;
 }
 
-void DeviceProxy::drain_later(StagingLease staging, StreamSignal input, StreamSignal output, StreamSignal until,
-                              bool broken) {
+void DeviceProxy::pass_block_along(DeviceStream stream, const std::shared_ptr<StagingLease>& block) {
+  std::lock_guard<std::mutex> lock(passed_mutex_);
+  passed_blocks_[stream] = block;
+}
+
+std::shared_ptr<StagingLease> DeviceProxy::block_passed_along(DeviceStream stream, size_t bytes) {
+  std::lock_guard<std::mutex> lock(passed_mutex_);
+  auto it = passed_blocks_.find(stream);
+  if (it == passed_blocks_.end()) return nullptr;
+  std::shared_ptr<StagingLease> block = it->second.lock();
+  if (block == nullptr || block->bytes() < bytes) return nullptr;  // (drained already: an idle block now)
+  passed_blocks_.erase(it);
+  return block;
+}
+
+void DeviceProxy::drain_later(std::shared_ptr<StagingLease> staging, std::vector<StreamSignal> signals,
+                              StreamSignal until, bool broken) {
   if (!broken && until.reached()) {
-    for (const StreamSignal* signal : {&input, &output})
-      if (signal->word != nullptr) give_back_signal(*signal);
+    for (const StreamSignal& signal : signals) give_back_signal(signal);
     return;  // (staging goes back as the lease ends)
   }
   if (broken) {  // a copy may be enqueued without its signal: nothing here is ever safe to reuse
-    new StagingLease(std::move(staging));
+    new std::shared_ptr<StagingLease>(std::move(staging));
     signals_kept_.store(true);
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
   std::lock_guard<std::mutex> lock(draining_mutex_);
-  const size_t bytes = staging.bytes();
-  draining_.push_back(Draining{std::move(staging), input, output, until, deadline});
+  const size_t bytes = staging->bytes();
+  draining_.push_back(Draining{std::move(staging), std::move(signals), until, deadline});
   draining_bytes_ += bytes;
 }
 
@@ -386,12 +400,12 @@ void DeviceProxy::drain(bool final) {  // final: what is still copied stays kept
     const auto now = std::chrono::steady_clock::now();
     for (auto it = draining_.begin(); it != draining_.end();) {
       if (it->until.reached()) {
-        draining_bytes_ -= it->staging.bytes();
+        draining_bytes_ -= it->staging->bytes();
         done.push_back(std::move(*it));
         it = draining_.erase(it);
       } else if (final && now > it->deadline) {
-        draining_bytes_ -= it->staging.bytes();
-        new StagingLease(std::move(it->staging));  // the stream never got there: kept forever
+        draining_bytes_ -= it->staging->bytes();
+        new std::shared_ptr<StagingLease>(std::move(it->staging));  // the stream never got there: kept forever
         signals_kept_.store(true);
         it = draining_.erase(it);
       } else {
@@ -400,8 +414,7 @@ void DeviceProxy::drain(bool final) {  // final: what is still copied stays kept
     }
   }
   for (Draining& d : done)
-    for (const StreamSignal* signal : {&d.input, &d.output})
-      if (signal->word != nullptr) give_back_signal(*signal);
+    for (const StreamSignal& signal : d.signals) give_back_signal(signal);
   // (their staging goes back as `done` ends)
 }
 
@@ -476,6 +489,7 @@ void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<De
     if (!op->ordered()) {
       if (!completion && op->can_stage_on_caller_stream()) {
         op->enqueue_input_on_caller_stream();
+        op->enqueue_output_pieces_on_caller_stream();
         op->set_order(nullptr, park(op->stream()));
         op->enqueue_output_on_caller_stream();
       } else {

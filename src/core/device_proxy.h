@@ -101,15 +101,15 @@ class DeviceOperation final : public Operation, private StagingWindow {
   DeviceOperation(bagua_opkind_t kind, DeviceProxy& proxy, DeviceStream stream, int device, StagingLease staging);
   ~DeviceOperation() override;
 
-  unsigned char* staging() const { return staging_.data(); }
-  size_t staging_bytes() const { return staging_.bytes(); }
+  unsigned char* staging() const { return shared_staging_ ? shared_staging_->data() : staging_.data(); }
+  size_t staging_bytes() const { return shared_staging_ ? shared_staging_->bytes() : staging_.bytes(); }
   // Device memory for the work the operation issues (stream-ordered on the copy stream of its device, freed after
   // that work), its size counted under BAGUA_DEVICE_MEMORY_LIMIT as staging is. Taken at the call: throws SYSTEM
   // when out of memory or over the limit, TIMEOUT when the limit stays full.
   void take_device_scratch(size_t bytes);
   unsigned char* device_scratch() const { return static_cast<unsigned char*>(device_scratch_); }
   // What the operation holds under the limit: staging and device scratch.
-  size_t held_bytes() const { return staging_.bytes() + device_room_.bytes(); }
+  size_t held_bytes() const { return staging_bytes() + device_room_.bytes(); }
   void copy_in(void* stage, const void* device_src, size_t bytes) { copies_in_.push_back({stage, device_src, bytes}); }
   void copy_out(void* device_dst, const void* stage, size_t bytes) {
     copies_out_.push_back({device_dst, stage, bytes});
@@ -122,13 +122,17 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // stream share the position (submit_device_group).
   void set_order(std::shared_ptr<DeviceEvent> input_ready, std::shared_ptr<StreamGate> gate);
   bool ordered() const { return ordered_; }
-  // Staging on the caller's stream (docs/cuda.md, "What a parked stream blocks"): a gated call with less than 4 MiB of
-  // staging laid out at its start puts its copies on the caller's stream around the gate, and the stream
-  // writes host-mapped words when its input is staged and its output copied back, so that the proxy thread needs
-  // no CUDA call for it. The submitter calls enqueue_input (staging taken now), parks the gate, then enqueue_output.
-  // Such a call keeps no event (destroying one is a CUDA call) and never takes an idle block when it starts.
+  // Staging on the caller's stream (docs/cuda.md, "What a parked stream blocks"): a gated call with staging laid out
+  // at its start puts its copies on the caller's stream around the gate, and the stream writes host-mapped words
+  // when its input (or each input piece) is staged and its output copied back, so that the proxy thread needs no
+  // CUDA call for it. The submitter calls enqueue_input (staging taken now); then, outside a group,
+  // enqueue_output_pieces (a pipelined call's output pieces, each behind a gate of its own that the proxy opens once
+  // no step writes the piece); then parks the call's gate; then enqueue_output (the copies not enqueued yet, then
+  // the output word). Such a call keeps no event (destroying one is a CUDA call) and never takes an idle block
+  // when it starts.
   bool can_stage_on_caller_stream() const;
   void enqueue_input_on_caller_stream();
+  void enqueue_output_pieces_on_caller_stream();
   void enqueue_output_on_caller_stream();
   bool on_caller_stream() const { return on_caller_stream_; }
   // Whether the proxy thread makes CUDA calls for it (not when staged on the caller's stream).
@@ -188,13 +192,20 @@ class DeviceOperation final : public Operation, private StagingWindow {
 
  private:
   enum class Phase { kWaitInput, kCopyIn, kRun, kCopyOut, kDone };
-  // One piece of a staging copy, and the event recorded after it on the copy stream.
+  // One piece of a staging copy, and the event recorded after it on the copy stream; or, staged on the caller's
+  // stream, the word the stream writes after an input piece, and the gate an output piece waits behind.
   struct Piece {
     DeviceCopy copy;
     std::unique_ptr<DeviceEvent> done;
+    StreamSignal signal;
+    std::shared_ptr<StreamGate> gate;
     bool issued = false, arrived = false;
+    bool copied() const { return done ? done->done() : signal.reached(); }  // throws when the copy failed
   };
-  // Pipelined staging: splits the copies into pieces and issues the input's.
+  // Whether the copies go in pieces (from kPipelineMinBytes, where the call allows it), and the split.
+  bool pipelines_copies() const;
+  void split_into_pieces();
+  // Pipelined staging on the proxy's copy stream: splits the copies into pieces and issues the input's.
   void start_pipeline();
   void note_started();
   // Issues the copies of the pieces in [first, last) not issued yet (with events: an event after each).
@@ -208,7 +219,8 @@ class DeviceOperation final : public Operation, private StagingWindow {
   void issue(const std::function<void(DeviceStream)>& launch);
   // Throws TIMEOUT once the monitor has released the streams: no new device work then.
   void refuse_if_released() const;
-  // Enqueues the copies on the caller's stream, then the signal's write.
+  // Enqueues the copies on the caller's stream (then the signal's write).
+  void enqueue_copies(const std::vector<DeviceCopy>& copies);
   void enqueue_copies_then_signal(const std::vector<DeviceCopy>& copies, const StreamSignal& signal);
   void copy_all(const std::vector<DeviceCopy>& copies, DeviceStream stream);
 
@@ -216,6 +228,8 @@ class DeviceOperation final : public Operation, private StagingWindow {
   DeviceStream stream_;
   int device_;
   StagingLease staging_;
+  // Staged on the caller's stream, once its gate is parked: the block, which a later call on the stream may share.
+  std::shared_ptr<StagingLease> shared_staging_;
   StagingLease device_room_;  // room under the limit for device_scratch_ (no pinned block)
   void* device_scratch_ = nullptr;
   StreamClaim claim_;
@@ -237,7 +251,11 @@ class DeviceOperation final : public Operation, private StagingWindow {
   bool waits_to_start_ = false;
   bool ordered_ = false;
   bool on_caller_stream_ = false;
-  StreamSignal input_signal_, output_signal_;                // both taken before anything is enqueued
+  // Staged on the caller's stream: the words the stream writes once it reached the call, once all input is staged
+  // (the same word when the input is one piece), and once the output is copied back; every word the call took.
+  // All are taken before anything is enqueued.
+  StreamSignal first_input_signal_, input_signal_, output_signal_;
+  std::vector<StreamSignal> signals_;
   bool input_signalled_ = false, output_signalled_ = false;  // their writes are enqueued
   bool enqueue_broken_ = false;  // a copy may be enqueued whose signal is not: the staging is never reused
   std::vector<Piece> in_pieces_, out_pieces_;
@@ -298,10 +316,17 @@ class DeviceProxy {
   StreamSignal take_signal();
   void give_back_signal(const StreamSignal& signal);
   // The staging and signals of an operation staged on its caller's stream that ended before its stream wrote `until`
-  // (its output word, or its input word when no output was enqueued): the proxy thread hands them back once the
+  // (its output word, or its last input word when no output was enqueued): the proxy thread hands them back once the
   // stream has, without a CUDA call; kept forever if `broken`, or if the stream has not within the timeout when the
   // proxy is destroyed.
-  void drain_later(StagingLease staging, StreamSignal input, StreamSignal output, StreamSignal until, bool broken);
+  void drain_later(std::shared_ptr<StagingLease> staging, std::vector<StreamSignal> signals, StreamSignal until,
+                   bool broken);
+  // Staging blocks passed along a stream (docs/cuda.md): the block of the last call staged on `stream` whose gate is
+  // parked, and its copies and output word enqueued. A later call on that stream may take it (once: taking forgets
+  // it) where it holds `bytes`, since the stream runs that call's copies only after the gate, which opens once the
+  // earlier call has ended; the block goes back to the pool when its last holder has drained.
+  void pass_block_along(DeviceStream stream, const std::shared_ptr<StagingLease>& block);
+  std::shared_ptr<StagingLease> block_passed_along(DeviceStream stream, size_t bytes);
   // The proxy thread is alive and not inside a call (monitor).
   void heartbeat();
   // The monitor released the parked streams (the communicator fails).
@@ -368,8 +393,9 @@ class DeviceProxy {
   // deadline).
   void drain(bool final);
   struct Draining {
-    StagingLease staging;
-    StreamSignal input, output, until;
+    std::shared_ptr<StagingLease> staging;
+    std::vector<StreamSignal> signals;
+    StreamSignal until;
     std::chrono::steady_clock::time_point deadline;
   };
   // Once the monitor has opened gates: fails the communicator (the first time) and turns a success of the operation
@@ -416,7 +442,10 @@ class DeviceProxy {
   std::mutex draining_mutex_;
   std::vector<Draining> draining_;
   std::atomic<size_t> draining_bytes_{0};
-  std::atomic<bool> signals_kept_{false};  // a stream may still write a gate page: never free the pages
+  std::atomic<bool> signals_kept_{false};
+  std::mutex passed_mutex_;
+  std::map<DeviceStream, std::weak_ptr<StagingLease>>
+      passed_blocks_;  // a stream may still write a gate page: never free the pages
   std::thread thread_;
   std::thread monitor_;
 };

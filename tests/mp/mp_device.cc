@@ -73,6 +73,10 @@ void sync(void* stream) { g_rt->synchronize(stream, 60000); }
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// BAGUA_DEVICE_DATA_PATH=proxy: the in-host IPC path and compression on the device run (else every call stages on
+// the caller's stream).
+bool proxy_path(bagua_comm_t comm) { return !comm->impl->config().device_path_on_stream; }
+
 int64_t rank_sum() { return static_cast<int64_t>(g_size) * (g_size - 1) / 2; }
 
 void returns_before_completion(bagua_comm_t comm, void* stream) {
@@ -315,7 +319,7 @@ int failure(bagua_comm_t comm, bool quantized) {
     const uint64_t before = comm->impl->device_proxy().compressed_on_device();
     call_in_flight();
     sync(stream);
-    MP_CHECK(comm->impl->device_proxy().compressed_on_device() == before + 1);
+    MP_CHECK(comm->impl->device_proxy().compressed_on_device() == before + (proxy_path(comm) ? 1 : 0));
   }
   if (g_rank == 1) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -389,14 +393,16 @@ int abort_enqueued(bagua_comm_t comm) {
   return 0;
 }
 
-// Run with BAGUA_STANDIN_BLOCKING_COPIES=1, BAGUA_TIMEOUT=2, BAGUA_ALGO=allreduce:ring (staged) and
-// BAGUA_STANDIN_COPY_US=200000 (docs/cuda.md, "What a parked stream blocks"). Each rank copies its result to pageable
-// memory right after the call, as the tests did on the H200: that copy holds the stand-in's driver lock until the
-// parked stream moves.
-// - A call staged on the caller's stream (below 4 MiB) needs no CUDA call from the proxy thread: it completes, exact.
-// - A pipelined call (8 MiB) polls its copies' events from the proxy thread, which then waits for the lock (the copy
-//   is still running when the download takes it). The monitor releases the stream after BAGUA_TIMEOUT + 2 s; the
-//   download returns and the communicator fails, naming the cause, instead of hanging.
+// Run with BAGUA_STANDIN_BLOCKING_COPIES=1, BAGUA_TIMEOUT=2, BAGUA_STANDIN_COPY_US=200000 and
+// BAGUA_ALGO=allreduce:0-512K:ring,512K-2M:direct,2M-:ring (docs/cuda.md, "What a parked stream blocks"). Each rank
+// copies its result to pageable memory right after the call, as the tests did on the H200: that copy holds the
+// stand-in's driver lock until the parked stream moves.
+// - Calls staged on the caller's stream need no CUDA call from the proxy thread: they complete, exact. So does an
+//   8 MiB call whose copies go in pieces, each input piece with a word, each output piece behind a gate.
+// - The direct allreduce of 1 MiB: with BAGUA_DEVICE_DATA_PATH=stream it stages on the stream too, and completes.
+//   With BAGUA_DEVICE_DATA_PATH=proxy it takes the in-host path, whose CUDA calls on the proxy thread then wait for
+//   the lock: the monitor releases the stream after BAGUA_TIMEOUT + 2 s; the download returns and the communicator
+//   fails, naming the cause, instead of hanging.
 int blocked(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
   {
@@ -430,26 +436,57 @@ int blocked(bagua_comm_t comm) {
     MP_CHECK(took < 2.5);
     if (g_rank == 0) std::printf("blocked: two queued calls completed in %.2f s, exact\n", took);
   }
-  DevBuf b(1 << 20);  // 8 MiB: pipelined staging, copies issued by the proxy thread
+  DeviceProxy& proxy = comm->impl->device_proxy();
+  {
+    // 8 MiB: 8 input pieces of 1 MiB, each followed by its word, and 8 output pieces, each behind its gate.
+    DevBuf b(1 << 20);
+    for (size_t i = 0; i < b.host.size(); ++i) b.host[i] = static_cast<int64_t>(i % 1000) * (g_rank + 1);
+    b.upload(stream);
+    const uint64_t pipelined = proxy.pipelined_calls(), early = proxy.early_output_pieces();
+    auto start = Clock::now();
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    b.download(stream);
+    const double took = since(start);
+    const int64_t ranks_sum = static_cast<int64_t>(g_size) * (g_size + 1) / 2;
+    for (size_t i = 0; i < b.host.size(); ++i) MP_CHECK(b.host[i] == static_cast<int64_t>(i % 1000) * ranks_sum);
+    // Copies of 200 ms each, one after another on the stream: 16 of them, about 3.4 s.
+    MP_CHECK(took < 8);
+    MP_CHECK(proxy.pipelined_calls() == pipelined + 1);
+    if (g_rank == 0)
+      std::printf(
+          "blocked: an 8 MiB call in pieces on the caller's stream completed in %.2f s, exact (%llu of 8 "
+          "output pieces copied back early)\n",
+          took, static_cast<unsigned long long>(proxy.early_output_pieces() - early));
+  }
+  DevBuf b(1 << 17);  // 1 MiB: the direct allreduce
   for (auto& v : b.host) v = g_rank + 1;
   b.upload(stream);
   auto start = Clock::now();
   MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
   b.download(stream);  // waits for the parked stream, holding the lock
   const double released = since(start);
+  if (!proxy_path(comm)) {
+    for (int64_t v : b.host) MP_CHECK(v == static_cast<int64_t>(g_size) * (g_size + 1) / 2);
+    MP_CHECK(released < 1.8);
+    if (g_rank == 0) std::printf("blocked: the direct allreduce staged on the stream in %.2f s, exact\n", released);
+    MP_OK(bagua_comm_destroy(comm));
+    return 0;
+  }
   bagua_status_t async = BAGUA_SUCCESS;
   for (auto wait = Clock::now(); async == BAGUA_SUCCESS && since(wait) < 10;) {
     MP_OK(bagua_comm_get_async_error(comm, &async));
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  MP_CHECK(async == BAGUA_ERR_TIMEOUT);  // this rank's monitor, or the peer's (a peer's TIMEOUT stays TIMEOUT)
-  MP_CHECK(released > 3.5 && released < 8);
+  // A rank whose proxy thread is stuck is released by its monitor after BAGUA_TIMEOUT + 2 s; its peer's watchdog
+  // gives up waiting for it after BAGUA_TIMEOUT (a peer's TIMEOUT stays TIMEOUT).
+  MP_CHECK(async == BAGUA_ERR_TIMEOUT);
+  MP_CHECK(released > 1.5 && released < 8);
   std::vector<int64_t> host(4, 1);
   MP_CHECK(bagua_allreduce(host.data(), host.data(), host.size(), BAGUA_INT64, BAGUA_SUM, comm, nullptr) == async);
   const std::string error = bagua_get_last_error(comm);
-  MP_CHECK(error.find("inside a CUDA call") != std::string::npos);
-  if (g_rank == 0)
-    std::printf("blocked: a pipelined call's stream was released after %.1f s; %s\n", released, error.c_str());
+  MP_CHECK(error.find("inside a CUDA call") != std::string::npos || error.find("no progress") != std::string::npos);
+  std::printf("blocked: rank %d: the in-host path's stream was released after %.1f s; %s\n", g_rank, released,
+              error.c_str());
   bagua_comm_destroy(comm);
   return 0;
 }
@@ -517,7 +554,8 @@ int limit(bagua_comm_t comm) {
       MP_OK(bagua_quantized_allreduce(host.data(), host.data(), count, BAGUA_FLOAT16, BAGUA_SUM, &cfg, nullptr, comm,
                                       nullptr));
       MP_CHECK(got == host);
-      MP_CHECK(comm->impl->device_proxy().compressed_on_device() == before + (count == 100000 ? 1 : 0));
+      MP_CHECK(comm->impl->device_proxy().compressed_on_device() ==
+               before + (count == 100000 && proxy_path(comm) ? 1 : 0));
       g_rt->free_device(dev);
     }
   }
@@ -790,7 +828,7 @@ int threads() {
     sync(own);
     for (int64_t v : big.host) MP_CHECK(v == 3);
     MP_CHECK(comm->impl->device_proxy().ipc_cache().opened() == 0);
-    MP_CHECK(comm->impl->device_proxy().in_host_through_ipc() == 1);
+    MP_CHECK(comm->impl->device_proxy().in_host_through_ipc() == (proxy_path(comm) ? 1 : 0));
     MP_OK(bagua_comm_destroy(comm));
   };
   std::thread t0(rank_main, 0), t1(rank_main, 1);
@@ -931,7 +969,7 @@ int quantized_formats(bagua_comm_t comm, void* stream) {
         }
       }
       const uint64_t on_device = comm->impl->device_proxy().compressed_on_device() - on_device_before;
-      const uint64_t device_calls = g_rank % 2 == 1 ? 2 : 3;
+      const uint64_t device_calls = !proxy_path(comm) ? 0 : g_rank % 2 == 1 ? 2 : 3;
       if (on_device != device_calls) {
         std::fprintf(stderr, "rank %d: quantized %s: %llu of %llu device calls compressed on the device\n", g_rank,
                      f.name, static_cast<unsigned long long>(on_device), static_cast<unsigned long long>(device_calls));
@@ -1172,11 +1210,10 @@ int turn(bagua_comm_t comm) {
 int pipelined(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
   DeviceProxy& proxy = comm->impl->device_proxy();
-  {  // Calls queued on one stream share the pool's blocks: each takes its staging when it starts (each took its own
-     // at the call before). Under the limit (1 GiB) and near it (mp_device_pipelined_2x2: 64 MiB, less than the 6
-     // calls' 96 MiB; a call without room leaves idle blocks to the calls that start before it), the pool grows by
-     // one block and two at most (it had filled 96 and 64 MiB). First, so that no earlier block fits these calls.
-     // Exact.
+  {  // Calls queued on one stream share the pool's blocks: each takes the block of the stream's last call, which its
+     // copies reach only after that call's gate (each took its own block before). Under the limit (1 GiB) and near
+     // it (mp_device_pipelined_2x2: 64 MiB, less than the 6 calls' 96 MiB), the pool grows by one block and two at
+     // most (it had filled 96 and 64 MiB). First, so that no earlier block fits these calls. Exact.
     const size_t c = (8 << 20) / sizeof(int64_t), staging = 2 * c * sizeof(int64_t);  // out of place: both buffers
     const size_t pool_before = proxy.pool_bytes();
     std::vector<std::unique_ptr<DevBuf>> ins, outs;
@@ -1191,7 +1228,7 @@ int pipelined(bagua_comm_t comm) {
     sync(stream);
     for (int i = 0; i < 6; ++i)
       for (size_t e = 0; e < c; ++e) MP_CHECK(outs[i]->host[e] == value_sum(e) + i * g_size);
-    // Under the limit each call starts after the one before ends (its input follows that call's gate): one block.
+    // Each call's input copies follow the gate of the call before, whose block it takes: one block.
     const bool near_limit = 6 * staging > comm->impl->config().device_memory_limit;
     const size_t allowed = (near_limit ? 2 : 1) * staging, pool_after = proxy.pool_bytes();
     if (pool_after > pool_before + allowed)
@@ -1292,7 +1329,11 @@ int main(int argc, char** argv) {
   if (mode == "threads") return threads();
   if (mode == "capture") return capture();
   // ipc: shared memory wins alltoall(v) on host memory, so the cost model never picks their peer_memory algorithm.
-  if (mode == "ipc") setenv("BAGUA_ALGO", "alltoall:peer_memory;alltoallv:peer_memory", 1);
+  // It checks the IPC path, which the proxy runs (BAGUA_DEVICE_DATA_PATH=proxy).
+  if (mode == "ipc") {
+    setenv("BAGUA_ALGO", "alltoall:peer_memory;alltoallv:peer_memory", 1);
+    setenv("BAGUA_DEVICE_DATA_PATH", "proxy", 1);
+  }
   bagua_comm_t comm = nullptr;
   MP_OK(bagua_comm_init_from_env(&comm));
   MP_OK(bagua_comm_rank(comm, &g_rank));
