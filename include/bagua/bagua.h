@@ -235,7 +235,8 @@ BAGUA_API bagua_status_t bagua_comm_shrink(bagua_comm_t comm, bagua_comm_t* newc
 
 /* ---- non-blocking ----
  * On device memory: the input is read after the legacy default stream's earlier work; the request completes when
- * the operation has finished (wait for it before using the output); the stream's later work is not held. */
+ * the operation has finished (wait for it before using the output); the stream's later work is not held. The
+ * output is copied back by the thread that tests or waits for the request, so it completes only through those. */
 BAGUA_API bagua_status_t bagua_iallreduce(const void* sendbuf, void* recvbuf, size_t count, bagua_datatype_t dtype,
                                           bagua_redop_t op, bagua_comm_t comm, bagua_request_t* req);
 BAGUA_API bagua_status_t bagua_ireduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount,

@@ -77,6 +77,21 @@ void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_reque
 
 namespace {
 
+// Whether a device request has completed; one staged on its caller's stream has its output copied back by this thread
+// (DeviceProxy::complete_request).
+bool device_request_done(bagua_request* req) {
+  DeviceCompletion& c = *req->device;
+  if (c.done.load(std::memory_order_acquire)) return true;
+  try {
+    return req->comm->impl->device_proxy().complete_request(c);
+  } catch (const std::exception& e) {  // (it reports runtime failures in the completion; this is out of memory)
+    c.status = BAGUA_ERR_INTERNAL;
+    c.error = e.what();
+    c.done.store(true, std::memory_order_release);
+    return true;
+  }
+}
+
 // The status of a finished device request, with its error recorded as bagua_get_last_error's.
 bagua_status_t finish_device_request(bagua_request* req) {
   const DeviceCompletion& c = *req->device;
@@ -287,7 +302,7 @@ bagua_status_t bagua_test(bagua_request_t req, int* done) {
                    [&] { fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is NULL", req ? "done" : "req"); });
   bagua_comm* comm = req->comm;
   if (req->device) {
-    *done = req->device->done.load(std::memory_order_acquire) ? 1 : 0;
+    *done = device_request_done(req) ? 1 : 0;
     if (!*done) return BAGUA_IN_PROGRESS;
     bagua_status_t status = finish_device_request(req);
     delete req;
@@ -311,9 +326,9 @@ bagua_status_t bagua_wait(bagua_request_t req) {
   bagua_comm* comm = req->comm;
   if (req->device) {
     // The proxy ends the operation once the caller's stream reaches it plus at most the watchdog's timeout, and at
-    // once on failure or abort.
+    // once on failure or abort; the copy of a staged output back takes at most the timeout.
     Backoff backoff;
-    while (!req->device->done.load(std::memory_order_acquire)) backoff.idle();
+    while (!device_request_done(req)) backoff.idle();
     bagua_status_t status = finish_device_request(req);
     delete req;
     return status;

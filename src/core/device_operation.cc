@@ -201,6 +201,18 @@ void DeviceOperation::enqueue_input_on_caller_stream() {
   input_signalled_ = true;
 }
 
+PendingOutput DeviceOperation::take_pending_output() {
+  PendingOutput out;
+  out.device = device_;
+  out.staging = shared_staging_ ? std::move(shared_staging_) : std::make_shared<StagingLease>(std::move(staging_));
+  out.copies = copies_out_;  // (whole: they go at once)
+  out.signals = std::move(signals_);
+  signals_.clear();
+  out.output = output_signal_;
+  input_signalled_ = false;  // handed over: the destructor drains nothing
+  return out;
+}
+
 void DeviceOperation::enqueue_output_pieces_on_caller_stream() {
   if (out_pieces_.empty()) return;
   enqueue_broken_ = true;  // a copy behind a gate, whose output word is not enqueued yet

@@ -181,6 +181,18 @@ DeviceProxy::~DeviceProxy() {
     monitor_wake_.notify_all();
   }
   monitor_.join();
+  {
+    // Requests whose output was never waited for: their staging goes back (the stream has staged their input), and
+    // a later wait reports the destruction.
+    std::lock_guard<std::mutex> lock(requests_mutex_);
+    for (RequestOutput& r : request_outputs_) {
+      for (const StreamSignal& signal : r.output.signals) give_back_signal(signal);
+      r.completion->status = BAGUA_ERR_ABORTED;
+      r.completion->error = "the communicator was destroyed before the request was waited for";
+      r.completion->done.store(true, std::memory_order_release);
+    }
+    request_outputs_.clear();
+  }
   ipc_cache_.reset();
   close_pending(true);
   for (auto& [device, stream] : copy_streams_) runtime_.destroy_stream(stream);
@@ -475,23 +487,34 @@ void DeviceProxy::release_slot(uint32_t slot, uint32_t value) {
 }
 
 DeviceStream DeviceProxy::copy_stream(int device) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = copy_streams_.find(device);
-  if (it != copy_streams_.end()) return it->second;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = copy_streams_.find(device);
+    if (it != copy_streams_.end()) return it->second;
+  }
+  // Created outside the lock: a request's waiting thread may create it, and a runtime call may block.
   DeviceStream stream = runtime_.create_stream(device);
-  copy_streams_[device] = stream;
-  return stream;
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto [it, inserted] = copy_streams_.emplace(device, stream);
+  DeviceStream chosen = it->second;
+  lock.unlock();
+  if (!inserted) runtime_.destroy_stream(stream);  // another thread's came first
+  return chosen;
 }
 
 void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<DeviceCompletion> completion) {
   try {
     op->claim().take(runtime_, comm_.id(), comm_.rank(), op->stream(), true);
     if (!op->ordered()) {
-      if (!completion && op->can_stage_on_caller_stream()) {
+      if (op->can_stage_on_caller_stream()) {
         op->enqueue_input_on_caller_stream();
-        op->enqueue_output_pieces_on_caller_stream();
-        op->set_order(nullptr, park(op->stream()));
-        op->enqueue_output_on_caller_stream();
+        if (completion) {
+          op->set_order(nullptr, nullptr);  // a request parks no stream: its output goes back when it is waited for
+        } else {
+          op->enqueue_output_pieces_on_caller_stream();
+          op->set_order(nullptr, park(op->stream()));
+          op->enqueue_output_on_caller_stream();
+        }
       } else {
         std::shared_ptr<DeviceEvent> input = runtime_.record(op->stream());  // before the gate, on the stream
         op->set_order(std::move(input), completion ? nullptr : park(op->stream()));
@@ -515,23 +538,85 @@ void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<De
   changed_.notify_all();
 }
 
-void DeviceProxy::finish(Entry& entry, bagua_status_t status, const std::string& error) {
+void DeviceProxy::finish(Entry& entry, bagua_status_t status, std::string error) {
   try {
     comm_.forget(*entry.op);
   } catch (...) {
   }
   size_t bytes = entry.op->held_bytes();
+  const bool output_waits = entry.completion && status == BAGUA_SUCCESS && entry.op->on_caller_stream();
+  if (output_waits) {
+    try {
+      std::lock_guard<std::mutex> lock(requests_mutex_);
+      request_outputs_.push_back(RequestOutput{entry.completion, entry.op->take_pending_output()});
+    } catch (...) {  // out of memory: the operation's destructor drains its staging; the request fails
+      status = BAGUA_ERR_SYSTEM;
+      error = "out of memory handing a request's output over";
+    }
+  }
   entry.op.reset();  // waits for its copies, hands back staging, releases the stream and its claim
   {
     std::lock_guard<std::mutex> lock(mutex_);
     submitted_bytes_ -= bytes;
     changed_.notify_all();
   }
-  if (entry.completion) {
+  if (entry.completion && status == BAGUA_SUCCESS && output_waits) {
+    entry.completion->output_waits.store(true, std::memory_order_release);
+  } else if (entry.completion) {
     entry.completion->status = status;
     entry.completion->error = error;
     entry.completion->done.store(true, std::memory_order_release);
   }
+}
+
+bool DeviceProxy::complete_request(DeviceCompletion& c) {
+  if (c.done.load(std::memory_order_acquire)) return true;
+  if (!c.output_waits.load(std::memory_order_acquire)) return false;
+  if (!c.output_enqueued) {
+    PendingOutput out;
+    {
+      std::lock_guard<std::mutex> lock(requests_mutex_);
+      auto it = std::find_if(request_outputs_.begin(), request_outputs_.end(),
+                             [&](const RequestOutput& r) { return r.completion.get() == &c; });
+      if (it == request_outputs_.end()) {  // (the proxy is being destroyed: it completes the request)
+        return c.done.load(std::memory_order_acquire);
+      }
+      out = std::move(it->output);
+      request_outputs_.erase(it);
+    }
+    c.output = out.output;
+    c.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
+    bool enqueued = false;
+    try {
+      // By kernel, as on the caller's stream: a copy engine's queue may hold a copy parked behind a gate.
+      DeviceStream stream = copy_stream(out.device);
+      for (const DeviceCopy& copy : out.copies)
+        if (copy.bytes > 0) runtime_.kernel_copy_async(copy.dst, copy.src, copy.bytes, stream);
+      runtime_.write_value(stream, out.output.word, out.output.value);
+      enqueued = true;
+    } catch (const Error& e) {
+      c.status = e.status();
+      c.error = fmt::format("copying a request's output back: {}", e.what());
+    }
+    // A copy may be enqueued without its word if that failed: then the staging is never reused.
+    drain_later(std::move(out.staging), std::move(out.signals), out.output, !enqueued);
+    c.output_enqueued = true;
+    if (!enqueued) {
+      c.done.store(true, std::memory_order_release);
+      return true;
+    }
+  }
+  if (c.output.reached()) {
+    c.done.store(true, std::memory_order_release);
+    return true;
+  }
+  if (std::chrono::steady_clock::now() > c.deadline) {
+    c.status = BAGUA_ERR_CUDA;
+    c.error = "the copy of a request's output back to device memory did not finish within BAGUA_TIMEOUT";
+    c.done.store(true, std::memory_order_release);
+    return true;
+  }
+  return false;
 }
 
 void DeviceProxy::heartbeat() {

@@ -96,6 +96,16 @@ struct StreamSignal {
   bool reached() const;
 };
 
+// A request staged on its caller's stream whose host operation has ended: its output copies, the staging they read
+// and its words, which the thread that tests or waits for the request takes over (DeviceProxy::complete_request).
+struct PendingOutput {
+  int device = -1;
+  std::shared_ptr<StagingLease> staging;
+  std::vector<DeviceCopy> copies;
+  std::vector<StreamSignal> signals;
+  StreamSignal output;
+};
+
 class DeviceOperation final : public Operation, private StagingWindow {
  public:
   DeviceOperation(bagua_opkind_t kind, DeviceProxy& proxy, DeviceStream stream, int device, StagingLease staging);
@@ -131,7 +141,10 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // the output word). Such a call keeps no event (destroying one is a CUDA call) and never takes an idle block
   // when it starts.
   bool can_stage_on_caller_stream() const;
+  // A request (it parks no stream) enqueues its input only; once its host operation has succeeded, the proxy hands
+  // its output to the request's test or wait (take_pending_output).
   void enqueue_input_on_caller_stream();
+  PendingOutput take_pending_output();
   void enqueue_output_pieces_on_caller_stream();
   void enqueue_output_on_caller_stream();
   bool on_caller_stream() const { return on_caller_stream_; }
@@ -265,11 +278,18 @@ class DeviceOperation final : public Operation, private StagingWindow {
   size_t overlapped_steps_ = 0;  // steps that started while input pieces were still on their way
 };
 
-// What a non-blocking device call's request waits for: the device operation's end (its copies included).
+// What a non-blocking device call's request waits for: the device operation's end (its copies included). A request
+// staged on its caller's stream has its output copied back by the thread that tests or waits for it, once the host
+// operation has ended (DeviceProxy::complete_request), so that the proxy thread makes no CUDA call for it.
 struct DeviceCompletion {
   std::atomic<bool> done{false};
   bagua_status_t status = BAGUA_SUCCESS;
-  std::string error;  // written before done is set
+  std::string error;                      // written before done is set
+  std::atomic<bool> output_waits{false};  // the host operation succeeded: its output waits for complete_request
+  // The tester's: the copy stream writes this word after the output copies, which were enqueued before the deadline.
+  bool output_enqueued = false;
+  StreamSignal output;
+  std::chrono::steady_clock::time_point deadline;
 };
 
 class DeviceProxy {
@@ -360,6 +380,11 @@ class DeviceProxy {
   uint64_t early_output_pieces() const { return early_output_pieces_.load(); }
   uint64_t overlapped_steps() const { return overlapped_steps_.load(); }
   bool pipelined_staging() const;  // BAGUA_PIPELINED_STAGING
+  // For a request's test or wait (any thread but the proxy's): whether it has completed. A request staged on its
+  // caller's stream that waits for its output has it copied back here, on the proxy's copy stream of its device
+  // (CUDA calls of the waiting thread); it completes once those copies have run, or with BAGUA_ERR_CUDA when they
+  // have not within the timeout.
+  bool complete_request(DeviceCompletion& completion);
   // Orders the operation on its stream (input event and gate, or for a request the input event only), starts it
   // and hands it to the proxy thread; `completion`, when given, learns its end. The sequence number is already
   // taken, so a failure here fails the communicator.
@@ -375,7 +400,7 @@ class DeviceProxy {
     std::shared_ptr<DeviceCompletion> completion;
   };
   void run();
-  void finish(Entry& entry, bagua_status_t status, const std::string& error);
+  void finish(Entry& entry, bagua_status_t status, std::string error);
   void give_back(void* ptr, size_t bytes);
   void release_slot(uint32_t slot, uint32_t value);
   // IPC mappings the cache let go are closed only while no stream of the process is parked on a gate (closing may
@@ -443,6 +468,12 @@ class DeviceProxy {
   std::vector<Draining> draining_;
   std::atomic<size_t> draining_bytes_{0};
   std::atomic<bool> signals_kept_{false};
+  struct RequestOutput {
+    std::shared_ptr<DeviceCompletion> completion;
+    PendingOutput output;
+  };
+  std::mutex requests_mutex_;  // never held across a runtime call
+  std::vector<RequestOutput> request_outputs_;
   std::mutex passed_mutex_;
   std::map<DeviceStream, std::weak_ptr<StagingLease>>
       passed_blocks_;  // a stream may still write a gate page: never free the pages

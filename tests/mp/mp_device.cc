@@ -458,6 +458,35 @@ int blocked(bagua_comm_t comm) {
           "output pieces copied back early)\n",
           took, static_cast<unsigned long long>(proxy.early_output_pieces() - early));
   }
+  {
+    // A request of 8 MiB (its input in pieces; it parks no stream), then a call on the stream and the download
+    // behind that call: the proxy thread makes no CUDA call for either, so the call completes while the request is
+    // in flight, and the wait copies the request's output back on this thread. Exact.
+    DevBuf r(1 << 20), b(1 << 10);
+    for (size_t i = 0; i < r.host.size(); ++i) r.host[i] = static_cast<int64_t>(i % 1000) * (g_rank + 1);
+    for (auto& v : b.host) v = g_rank + 4;
+    r.upload(stream);
+    b.upload(stream);
+    sync(stream);
+    bagua_request_t req = nullptr;
+    auto start = Clock::now();
+    MP_OK(bagua_iallreduce(r.dev, r.dev, r.host.size(), BAGUA_INT64, BAGUA_SUM, comm, &req));
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    b.download(stream);
+    const double call_took = since(start);
+    for (int64_t v : b.host) MP_CHECK(v == static_cast<int64_t>(g_size) * (g_size + 7) / 2);
+    MP_OK(bagua_wait(req));
+    const double request_took = since(start);
+    r.download(stream);
+    const int64_t ranks_sum = static_cast<int64_t>(g_size) * (g_size + 1) / 2;
+    for (size_t i = 0; i < r.host.size(); ++i) MP_CHECK(r.host[i] == static_cast<int64_t>(i % 1000) * ranks_sum);
+    MP_CHECK(request_took < 8);
+    if (g_rank == 0)
+      std::printf(
+          "blocked: a call on the stream completed in %.2f s while an 8 MiB request was in flight; the "
+          "request completed in %.2f s, exact\n",
+          call_took, request_took);
+  }
   DevBuf b(1 << 17);  // 1 MiB: the direct allreduce
   for (auto& v : b.host) v = g_rank + 1;
   b.upload(stream);
