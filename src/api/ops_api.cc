@@ -96,7 +96,8 @@ bool device_request_done(bagua_request* req) {
 bagua_status_t finish_device_request(bagua_request* req) {
   const DeviceCompletion& c = *req->device;
   if (c.status == BAGUA_SUCCESS) return BAGUA_SUCCESS;
-  return guarded(req->comm, "bagua_wait", [&] { throw Error(c.status, c.error); });
+  // (After the communicator's destruction the error is the thread's last, not the communicator's.)
+  return guarded(c.comm_destroyed ? nullptr : req->comm, "bagua_wait", [&] { throw Error(c.status, c.error); });
 }
 
 CollectiveArgs alltoallv_args(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls, void* recvbuf,

@@ -47,8 +47,8 @@ constexpr EnvSetting kSettings[] = {
      "pieces, overlapped)",
      "user"},
     {"BAGUA_DEVICE_DATA_PATH",
-     "stream (default): device calls stage through pinned memory with copies on the caller's stream; proxy: also "
-     "the in-host CUDA IPC path and compression on the device, driven by the library's thread",
+     "stream (default): device calls stage through pinned memory with copies on the caller's stream; proxy: the "
+     "library's thread makes the copies, the in-host CUDA IPC path and compression on the device",
      "user"},
     {"BAGUA_DEVICE_STANDIN", "1: testing only; a host stand-in for the CUDA runtime (threads as streams)", "user"},
     {"BAGUA_STANDIN_GPU", "testing only: the identity of the stand-in's GPU (default standin-gpu-0)", "user"},

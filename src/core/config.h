@@ -32,9 +32,9 @@ struct Config {
   // BAGUA_PIPELINED_STAGING=0: staged device calls copy all their input in before the host algorithm starts and
   // all their output out after it ends (docs/cuda.md); the default overlaps them in pieces
   bool pipelined_staging = true;
-  // BAGUA_DEVICE_DATA_PATH: stream (default): every device call that parks its stream stages on that stream, so the
-  // proxy thread makes no CUDA call for it (docs/cuda.md); proxy: the in-host IPC path and compression on the device
-  // too, with copies and kernels issued by the proxy thread
+  // BAGUA_DEVICE_DATA_PATH: stream (default): every device call stages with its copies on the caller's stream, so the
+  // proxy thread makes no CUDA call for it (docs/cuda.md); proxy: the proxy thread makes the copies, and the in-host
+  // IPC path and compression on the device run
   bool device_path_on_stream = true;
   size_t trace_size = 1000;  // BAGUA_TRACE_SIZE: operations the flight recorder keeps (0: off)
   std::string trace_dir;     // BAGUA_TRACE_DIR: where each rank writes its flight recorder on failure

@@ -147,9 +147,11 @@ constexpr size_t kPipelinePieceMinBytes = 1 << 20;
 constexpr size_t kPipelineMaxPieces = 16;
 }  // namespace
 
-// Any gated call whose staging is laid out at its start (not a request, not an in-host algorithm's call, not a
-// relaxation that computes on the device).
-bool DeviceOperation::can_stage_on_caller_stream() const { return lay_out_ && !deferred_ && build_ != nullptr; }
+// With BAGUA_DEVICE_DATA_PATH=stream, any call whose staging is laid out at its start (not an in-host algorithm's
+// call, not a relaxation that computes on the device; those need the proxy's data path).
+bool DeviceOperation::can_stage_on_caller_stream() const {
+  return proxy_.comm().config().device_path_on_stream && lay_out_ && !deferred_ && build_ != nullptr;
+}
 
 bool DeviceOperation::pipelines_copies() const {
   if (!pipeline_allowed_ || deferred_ || !proxy_.pipelined_staging()) return false;
@@ -415,7 +417,19 @@ void DeviceOperation::advance(Transport& transport) {
       if (host_op_->running()) return;
       phase_ = Phase::kCopyOut;
       note_progress();
+      if (!on_caller_stream_ && pipelined_) {
+        proxy_.count_pipelined(early_pieces_, overlapped_steps_);
+        issue_pieces(out_pieces_, 0, out_pieces_.size(), false);  // those no step reported final
+      } else if (!on_caller_stream_ && (!deferred_ || copy_out_wanted_)) {
+        issue([this](DeviceStream s) { copy_all(copies_out_, s); });
+      }
+      [[fallthrough]];
+    }
+    case Phase::kCopyOut:
       if (on_caller_stream_) {
+        // A pipelined algorithm may end before pieces that no step touches are in: a request's output copies (not
+        // ordered after them) and the staging's reuse wait for the last input word.
+        if (!input_signal_.reached()) return;
         // Done: the caller's stream copies the output back after the gates, the pieces' now, the call's once
         // ~DeviceOperation has handed everything back (as for any call); the proxy hands the staging back after
         // those copies.
@@ -425,20 +439,9 @@ void DeviceOperation::advance(Transport& transport) {
             p.gate->release();
             p.gate.reset();
           }
-        phase_ = Phase::kDone;
-        finish();
+      } else if (copies_done_ && !copies_done_->done()) {
         return;
       }
-      if (pipelined_) {
-        proxy_.count_pipelined(early_pieces_, overlapped_steps_);
-        issue_pieces(out_pieces_, 0, out_pieces_.size(), false);  // those no step reported final
-      } else if (!deferred_ || copy_out_wanted_) {
-        issue([this](DeviceStream s) { copy_all(copies_out_, s); });
-      }
-      [[fallthrough]];
-    }
-    case Phase::kCopyOut:
-      if (copies_done_ && !copies_done_->done()) return;
       phase_ = Phase::kDone;
       finish();
       return;
@@ -451,7 +454,9 @@ std::string DeviceOperation::waiting_for() const {
     case Phase::kWaitInput: return "the work before it on the caller's stream";
     case Phase::kCopyIn: return "the copy of its input from device memory";
     case Phase::kRun: return host_op_->waiting_for();
-    case Phase::kCopyOut: return "the copy of its output to device memory";
+    case Phase::kCopyOut:
+      return on_caller_stream_ ? "the last copy of its input on the caller's stream"
+                               : "the copy of its output to device memory";
     case Phase::kDone: break;
   }
   return "nothing";

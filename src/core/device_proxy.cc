@@ -171,6 +171,7 @@ DeviceProxy::~DeviceProxy() {
   thread_.join();
   for (Entry& e : entries_) {
     heartbeat_ns_.store(steady_ns());  // (the monitor still watches: this thread ends the operations now)
+    if (e.completion) e.completion->comm_destroyed = true;
     e.op->fail(BAGUA_ERR_ABORTED, "the communicator was destroyed");
     finish(e, BAGUA_ERR_ABORTED, "the communicator was destroyed");
   }
@@ -189,6 +190,7 @@ DeviceProxy::~DeviceProxy() {
       for (const StreamSignal& signal : r.output.signals) give_back_signal(signal);
       r.completion->status = BAGUA_ERR_ABORTED;
       r.completion->error = "the communicator was destroyed before the request was waited for";
+      r.completion->comm_destroyed = true;
       r.completion->done.store(true, std::memory_order_release);
     }
     request_outputs_.clear();
@@ -371,14 +373,25 @@ StreamSignal DeviceProxy::take_signal() {
   return signal;
 }
 
+// The stream a handle names: the legacy default stream's handles name one per device (the current one), and the
+// per-thread default stream one per thread and device, which is never passed along.
+std::optional<std::pair<DeviceStream, int>> DeviceProxy::passing_key(DeviceStream stream) const {
+  if (stream == kPerThreadStream) return std::nullopt;
+  return std::make_pair(is_legacy(stream) ? kLegacyStream : stream, runtime_.stream_device(stream));
+}
+
 void DeviceProxy::pass_block_along(DeviceStream stream, const std::shared_ptr<StagingLease>& block) {
+  const auto key = passing_key(stream);
+  if (!key) return;
   std::lock_guard<std::mutex> lock(passed_mutex_);
-  passed_blocks_[stream] = block;
+  passed_blocks_[*key] = block;
 }
 
 std::shared_ptr<StagingLease> DeviceProxy::block_passed_along(DeviceStream stream, size_t bytes) {
+  const auto key = passing_key(stream);
+  if (!key) return nullptr;
   std::lock_guard<std::mutex> lock(passed_mutex_);
-  auto it = passed_blocks_.find(stream);
+  auto it = passed_blocks_.find(*key);
   if (it == passed_blocks_.end()) return nullptr;
   std::shared_ptr<StagingLease> block = it->second.lock();
   if (block == nullptr || block->bytes() < bytes) return nullptr;  // (drained already: an idle block now)
@@ -387,9 +400,10 @@ std::shared_ptr<StagingLease> DeviceProxy::block_passed_along(DeviceStream strea
 }
 
 void DeviceProxy::drain_later(std::shared_ptr<StagingLease> staging, std::vector<StreamSignal> signals,
-                              StreamSignal until, bool broken) {
+                              StreamSignal until, bool broken, std::shared_ptr<DeviceCompletion> completion) {
   if (!broken && until.reached()) {
     for (const StreamSignal& signal : signals) give_back_signal(signal);
+    if (completion) completion->done.store(true, std::memory_order_release);
     return;  // (staging goes back as the lease ends)
   }
   if (broken) {  // a copy may be enqueued without its signal: nothing here is ever safe to reuse
@@ -400,7 +414,7 @@ void DeviceProxy::drain_later(std::shared_ptr<StagingLease> staging, std::vector
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
   std::lock_guard<std::mutex> lock(draining_mutex_);
   const size_t bytes = staging->bytes();
-  draining_.push_back(Draining{std::move(staging), std::move(signals), until, deadline});
+  draining_.push_back(Draining{std::move(staging), std::move(signals), until, std::move(completion), deadline});
   draining_bytes_ += bytes;
 }
 
@@ -416,6 +430,12 @@ void DeviceProxy::drain(bool final) {  // final: what is still copied stays kept
         done.push_back(std::move(*it));
         it = draining_.erase(it);
       } else if (final && now > it->deadline) {
+        if (it->completion) {
+          it->completion->status = BAGUA_ERR_CUDA;
+          it->completion->error = "the copy of a request's output did not finish before the communicator was destroyed";
+          it->completion->comm_destroyed = true;
+          it->completion->done.store(true, std::memory_order_release);
+        }
         draining_bytes_ -= it->staging->bytes();
         new std::shared_ptr<StagingLease>(std::move(it->staging));  // the stream never got there: kept forever
         signals_kept_.store(true);
@@ -425,8 +445,13 @@ void DeviceProxy::drain(bool final) {  // final: what is still copied stays kept
       }
     }
   }
-  for (Draining& d : done)
+  for (Draining& d : done) {
     for (const StreamSignal& signal : d.signals) give_back_signal(signal);
+    if (d.completion) {
+      if (final) d.completion->comm_destroyed = true;
+      d.completion->done.store(true, std::memory_order_release);
+    }
+  }
   // (their staging goes back as `done` ends)
 }
 
@@ -523,6 +548,9 @@ void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<De
   } catch (const Error& e) {
     comm_.fail_now(e.status(), e.what());  // the ranks are out of step: this rank has taken its sequence number
     throw;
+  } catch (const std::bad_alloc&) {
+    comm_.fail_now(BAGUA_ERR_SYSTEM, "out of memory enqueuing a device call");
+    throw;
   }
   // Before it starts: it may lease more then (take_staging counts that), or took its block at the call.
   const size_t staging = op->held_bytes();
@@ -544,15 +572,17 @@ void DeviceProxy::finish(Entry& entry, bagua_status_t status, std::string error)
   } catch (...) {
   }
   size_t bytes = entry.op->held_bytes();
-  const bool output_waits = entry.completion && status == BAGUA_SUCCESS && entry.op->on_caller_stream();
+  bool output_waits = entry.completion && status == BAGUA_SUCCESS && entry.op->on_caller_stream();
   if (output_waits) {
+    std::lock_guard<std::mutex> lock(requests_mutex_);
     try {
-      std::lock_guard<std::mutex> lock(requests_mutex_);
-      request_outputs_.push_back(RequestOutput{entry.completion, entry.op->take_pending_output()});
+      request_outputs_.reserve(request_outputs_.size() + 1);  // then nothing below throws
     } catch (...) {  // out of memory: the operation's destructor drains its staging; the request fails
+      output_waits = false;
       status = BAGUA_ERR_SYSTEM;
       error = "out of memory handing a request's output over";
     }
+    if (output_waits) request_outputs_.push_back(RequestOutput{entry.completion, entry.op->take_pending_output()});
   }
   entry.op.reset();  // waits for its copies, hands back staging, releases the stream and its claim
   {
@@ -574,6 +604,7 @@ bool DeviceProxy::complete_request(DeviceCompletion& c) {
   if (!c.output_waits.load(std::memory_order_acquire)) return false;
   if (!c.output_enqueued) {
     PendingOutput out;
+    std::shared_ptr<DeviceCompletion> completion;
     {
       std::lock_guard<std::mutex> lock(requests_mutex_);
       auto it = std::find_if(request_outputs_.begin(), request_outputs_.end(),
@@ -582,14 +613,16 @@ bool DeviceProxy::complete_request(DeviceCompletion& c) {
         return c.done.load(std::memory_order_acquire);
       }
       out = std::move(it->output);
+      completion = std::move(it->completion);
       request_outputs_.erase(it);
     }
     c.output = out.output;
     c.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
-    bool enqueued = false;
+    bool touched = false, enqueued = false;
     try {
       // By kernel, as on the caller's stream: a copy engine's queue may hold a copy parked behind a gate.
       DeviceStream stream = copy_stream(out.device);
+      touched = true;
       for (const DeviceCopy& copy : out.copies)
         if (copy.bytes > 0) runtime_.kernel_copy_async(copy.dst, copy.src, copy.bytes, stream);
       runtime_.write_value(stream, out.output.word, out.output.value);
@@ -598,13 +631,15 @@ bool DeviceProxy::complete_request(DeviceCompletion& c) {
       c.status = e.status();
       c.error = fmt::format("copying a request's output back: {}", e.what());
     }
-    // A copy may be enqueued without its word if that failed: then the staging is never reused.
-    drain_later(std::move(out.staging), std::move(out.signals), out.output, !enqueued);
     c.output_enqueued = true;
     if (!enqueued) {
+      // A copy may be enqueued without its word: then the staging is never reused. The output is undefined.
+      drain_later(std::move(out.staging), std::move(out.signals), out.output, touched);
       c.done.store(true, std::memory_order_release);
       return true;
     }
+    // The proxy completes it too once the word is written (so does its destruction, at the latest).
+    drain_later(std::move(out.staging), std::move(out.signals), out.output, false, std::move(completion));
   }
   if (c.output.reached()) {
     c.done.store(true, std::memory_order_release);
@@ -778,6 +813,9 @@ void submit_device_group(std::vector<std::unique_ptr<DeviceOperation>> ops) {
     for (DeviceOperation* op : on_caller_stream) op->enqueue_output_on_caller_stream();
   } catch (const Error& e) {
     for (Comm* c : comms) c->fail_now(e.status(), e.what());
+    throw;
+  } catch (const std::bad_alloc&) {
+    for (Comm* c : comms) c->fail_now(BAGUA_ERR_SYSTEM, "out of memory enqueuing device calls");
     throw;
   }
   std::exception_ptr first;

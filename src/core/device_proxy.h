@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -286,6 +287,7 @@ struct DeviceCompletion {
   bagua_status_t status = BAGUA_SUCCESS;
   std::string error;                      // written before done is set
   std::atomic<bool> output_waits{false};  // the host operation succeeded: its output waits for complete_request
+  bool comm_destroyed = false;            // completed by the communicator's destruction (written before done)
   // The tester's: the copy stream writes this word after the output copies, which were enqueued before the deadline.
   bool output_enqueued = false;
   StreamSignal output;
@@ -339,8 +341,10 @@ class DeviceProxy {
   // (its output word, or its last input word when no output was enqueued): the proxy thread hands them back once the
   // stream has, without a CUDA call; kept forever if `broken`, or if the stream has not within the timeout when the
   // proxy is destroyed.
+  // `completion`, where given, is a request's, completed once `until` is written (or, past the timeout when the
+  // proxy is destroyed, with an error).
   void drain_later(std::shared_ptr<StagingLease> staging, std::vector<StreamSignal> signals, StreamSignal until,
-                   bool broken);
+                   bool broken, std::shared_ptr<DeviceCompletion> completion = nullptr);
   // Staging blocks passed along a stream (docs/cuda.md): the block of the last call staged on `stream` whose gate is
   // parked, and its copies and output word enqueued. A later call on that stream may take it (once: taking forgets
   // it) where it holds `bytes`, since the stream runs that call's copies only after the gate, which opens once the
@@ -421,6 +425,7 @@ class DeviceProxy {
     std::shared_ptr<StagingLease> staging;
     std::vector<StreamSignal> signals;
     StreamSignal until;
+    std::shared_ptr<DeviceCompletion> completion;
     std::chrono::steady_clock::time_point deadline;
   };
   // Once the monitor has opened gates: fails the communicator (the first time) and turns a success of the operation
@@ -467,7 +472,7 @@ class DeviceProxy {
   std::mutex draining_mutex_;
   std::vector<Draining> draining_;
   std::atomic<size_t> draining_bytes_{0};
-  std::atomic<bool> signals_kept_{false};
+  std::atomic<bool> signals_kept_{false};  // a stream may still write a gate page: never free the pages
   struct RequestOutput {
     std::shared_ptr<DeviceCompletion> completion;
     PendingOutput output;
@@ -475,8 +480,8 @@ class DeviceProxy {
   std::mutex requests_mutex_;  // never held across a runtime call
   std::vector<RequestOutput> request_outputs_;
   std::mutex passed_mutex_;
-  std::map<DeviceStream, std::weak_ptr<StagingLease>>
-      passed_blocks_;  // a stream may still write a gate page: never free the pages
+  std::map<std::pair<DeviceStream, int>, std::weak_ptr<StagingLease>> passed_blocks_;  // by stream and device
+  std::optional<std::pair<DeviceStream, int>> passing_key(DeviceStream stream) const;
   std::thread thread_;
   std::thread monitor_;
 };

@@ -397,14 +397,41 @@ int abort_enqueued(bagua_comm_t comm) {
 // BAGUA_ALGO=allreduce:0-512K:ring,512K-2M:direct,2M-:ring (docs/cuda.md, "What a parked stream blocks"). Each rank
 // copies its result to pageable memory right after the call, as the tests did on the H200: that copy holds the
 // stand-in's driver lock until the parked stream moves.
-// - Calls staged on the caller's stream need no CUDA call from the proxy thread: they complete, exact. So does an
-//   8 MiB call whose copies go in pieces, each input piece with a word, each output piece behind a gate.
-// - The direct allreduce of 1 MiB: with BAGUA_DEVICE_DATA_PATH=stream it stages on the stream too, and completes.
-//   With BAGUA_DEVICE_DATA_PATH=proxy it takes the in-host path, whose CUDA calls on the proxy thread then wait for
-//   the lock: the monitor releases the stream after BAGUA_TIMEOUT + 2 s; the download returns and the communicator
-//   fails, naming the cause, instead of hanging.
+// - BAGUA_DEVICE_DATA_PATH=stream: calls staged on the caller's stream need no CUDA call from the proxy thread: they
+//   complete, exact. So do an 8 MiB call whose copies go in pieces (each input piece with a word, each output piece
+//   behind a gate), a call while an 8 MiB request is in flight, and the direct allreduce of 1 MiB.
+// - BAGUA_DEVICE_DATA_PATH=proxy: the proxy thread makes every call's copies, and they wait for the lock: the
+//   monitor releases the stream after BAGUA_TIMEOUT + 2 s; the download returns and the communicator fails, naming
+//   the cause, instead of hanging.
 int blocked(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
+  // A rank whose proxy thread is stuck is released by its monitor after BAGUA_TIMEOUT + 2 s; its peer's watchdog
+  // gives up waiting for it after BAGUA_TIMEOUT (a peer's TIMEOUT stays TIMEOUT).
+  auto released_by_monitor = [&](double released, const char* what) {
+    bagua_status_t async = BAGUA_SUCCESS;
+    for (auto wait = Clock::now(); async == BAGUA_SUCCESS && since(wait) < 10;) {
+      MP_OK(bagua_comm_get_async_error(comm, &async));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    MP_CHECK(async == BAGUA_ERR_TIMEOUT);
+    MP_CHECK(released > 1.5 && released < 8);
+    std::vector<int64_t> host(4, 1);
+    MP_CHECK(bagua_allreduce(host.data(), host.data(), host.size(), BAGUA_INT64, BAGUA_SUM, comm, nullptr) == async);
+    const std::string error = bagua_get_last_error(comm);
+    MP_CHECK(error.find("inside a CUDA call") != std::string::npos || error.find("no progress") != std::string::npos);
+    std::printf("blocked: rank %d: %s: the stream was released after %.1f s; %s\n", g_rank, what, released,
+                error.c_str());
+    bagua_comm_destroy(comm);
+    return 0;
+  };
+  if (proxy_path(comm)) {
+    DevBuf b(1 << 12);
+    b.upload(stream);
+    auto start = Clock::now();
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    b.download(stream);
+    return released_by_monitor(since(start), "a call on the proxy's data path");
+  }
   {
     DevBuf b(1 << 12);
     for (auto& v : b.host) v = g_rank + 1;
@@ -494,29 +521,10 @@ int blocked(bagua_comm_t comm) {
   MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
   b.download(stream);  // waits for the parked stream, holding the lock
   const double released = since(start);
-  if (!proxy_path(comm)) {
-    for (int64_t v : b.host) MP_CHECK(v == static_cast<int64_t>(g_size) * (g_size + 1) / 2);
-    MP_CHECK(released < 1.8);
-    if (g_rank == 0) std::printf("blocked: the direct allreduce staged on the stream in %.2f s, exact\n", released);
-    MP_OK(bagua_comm_destroy(comm));
-    return 0;
-  }
-  bagua_status_t async = BAGUA_SUCCESS;
-  for (auto wait = Clock::now(); async == BAGUA_SUCCESS && since(wait) < 10;) {
-    MP_OK(bagua_comm_get_async_error(comm, &async));
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  // A rank whose proxy thread is stuck is released by its monitor after BAGUA_TIMEOUT + 2 s; its peer's watchdog
-  // gives up waiting for it after BAGUA_TIMEOUT (a peer's TIMEOUT stays TIMEOUT).
-  MP_CHECK(async == BAGUA_ERR_TIMEOUT);
-  MP_CHECK(released > 1.5 && released < 8);
-  std::vector<int64_t> host(4, 1);
-  MP_CHECK(bagua_allreduce(host.data(), host.data(), host.size(), BAGUA_INT64, BAGUA_SUM, comm, nullptr) == async);
-  const std::string error = bagua_get_last_error(comm);
-  MP_CHECK(error.find("inside a CUDA call") != std::string::npos || error.find("no progress") != std::string::npos);
-  std::printf("blocked: rank %d: the in-host path's stream was released after %.1f s; %s\n", g_rank, released,
-              error.c_str());
-  bagua_comm_destroy(comm);
+  for (int64_t v : b.host) MP_CHECK(v == static_cast<int64_t>(g_size) * (g_size + 1) / 2);
+  MP_CHECK(released < 1.8);
+  if (g_rank == 0) std::printf("blocked: the direct allreduce staged on the stream in %.2f s, exact\n", released);
+  MP_OK(bagua_comm_destroy(comm));
   return 0;
 }
 
@@ -1239,10 +1247,11 @@ int turn(bagua_comm_t comm) {
 int pipelined(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
   DeviceProxy& proxy = comm->impl->device_proxy();
-  {  // Calls queued on one stream share the pool's blocks: each takes the block of the stream's last call, which its
-     // copies reach only after that call's gate (each took its own block before). Under the limit (1 GiB) and near
-     // it (mp_device_pipelined_2x2: 64 MiB, less than the 6 calls' 96 MiB), the pool grows by one block and two at
-     // most (it had filled 96 and 64 MiB). First, so that no earlier block fits these calls. Exact.
+  {  // Calls queued on one stream share the pool's blocks: staged on the caller's stream, each takes the block of the
+     // stream's last call, which its copies reach only after that call's gate; on the proxy's data path
+     // (mp_device_pipelined_2x2), each takes its staging when it starts. Under the limit (1 GiB) and near it (2x2:
+     // 64 MiB, less than the 6 calls' 96 MiB), the pool grows by one block and two at most (it had filled 96 and
+     // 64 MiB when each took its own block at the call). First, so that no earlier block fits these calls. Exact.
     const size_t c = (8 << 20) / sizeof(int64_t), staging = 2 * c * sizeof(int64_t);  // out of place: both buffers
     const size_t pool_before = proxy.pool_bytes();
     std::vector<std::unique_ptr<DevBuf>> ins, outs;
@@ -1257,7 +1266,7 @@ int pipelined(bagua_comm_t comm) {
     sync(stream);
     for (int i = 0; i < 6; ++i)
       for (size_t e = 0; e < c; ++e) MP_CHECK(outs[i]->host[e] == value_sum(e) + i * g_size);
-    // Each call's input copies follow the gate of the call before, whose block it takes: one block.
+    // One block: each call's input follows the gate of the call before, whose block it takes or which ends first.
     const bool near_limit = 6 * staging > comm->impl->config().device_memory_limit;
     const size_t allowed = (near_limit ? 2 : 1) * staging, pool_after = proxy.pool_bytes();
     if (pool_after > pool_before + allowed)
@@ -1336,9 +1345,35 @@ int pipelined(bagua_comm_t comm) {
     for (size_t i = 0; i < count; ++i) MP_CHECK(b.host[i] == value(n - 1, i));
     expect_pipelined("broadcast", false);
   }
+  {  // alltoallv of 5 MiB per rank as a request, with gaps in the output that it must leave as they were: the
+     // staging copies the whole output in, in pieces that no step touches. Exact, gaps kept.
+    const size_t block = (5 << 20) / sizeof(int64_t) / n, gap = 1000;
+    std::vector<size_t> counts(n, block), sdispls(n), rdispls(n);
+    for (int p = 0; p < n; ++p) {
+      sdispls[p] = p * block;
+      rdispls[p] = p * (block + gap);
+    }
+    DevBuf in(block * n), out((block + gap) * n);
+    for (size_t i = 0; i < in.host.size(); ++i) in.host[i] = value(me, i);
+    for (auto& v : out.host) v = -7;
+    in.upload(stream);
+    out.upload(stream);
+    sync(stream);
+    bagua_request_t req = nullptr;
+    MP_OK(bagua_ialltoallv(in.dev, counts.data(), sdispls.data(), out.dev, counts.data(), rdispls.data(), BAGUA_INT64,
+                           comm, &req));
+    MP_OK(bagua_wait(req));
+    out.download(stream);
+    sync(stream);
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < block; ++i) MP_CHECK(out.host[rdispls[p] + i] == value(p, me * block + i));
+      for (size_t i = 0; i < gap; ++i) MP_CHECK(out.host[rdispls[p] + block + i] == -7);
+    }
+  }
   if (g_rank == 0)
     std::printf(
-        "pipelined (%s): 8 staged calls exact in %.2f s, %llu output pieces out early, %llu steps overlapped "
+        "pipelined (%s): 8 staged calls and a request exact in %.2f s, %llu output pieces out early, %llu steps "
+        "overlapped "
         "the input's copy\n",
         on ? "on" : "off", since(start), static_cast<unsigned long long>(early - early_before),
         static_cast<unsigned long long>(overlapped));

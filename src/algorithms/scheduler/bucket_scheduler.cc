@@ -47,6 +47,7 @@ BucketScheduler::~BucketScheduler() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  monitor_.reset();
   if (stream_ != nullptr) {
     try {
       device_runtime().synchronize(stream_, comm_->config().timeout_ms);
@@ -182,6 +183,13 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
     done_word_->data = device_runtime().alloc_mapped(sizeof(uint32_t));
     if (done_word_->data == nullptr) fail(BAGUA_ERR_SYSTEM, "out of page-locked memory for the scheduler");
     publish_done(0);
+    monitor_ = std::make_unique<StuckCallMonitor>(
+        comm_->config().timeout_ms + 2000,
+        [this] {
+          const uint32_t done = __atomic_load_n(static_cast<uint32_t*>(done_word_->data), __ATOMIC_ACQUIRE);
+          return static_cast<int32_t>(done - waited_value_.load()) < 0;
+        },
+        [this](int64_t stuck_ms) { release_stuck(stuck_ms); });
   }
   std::vector<TensorSpec> laid = specs;
   assign_state_offsets(laid);
@@ -268,6 +276,7 @@ void BucketScheduler::apply_layout(size_t bucket_bytes, Hierarchy hierarchy) {
     const size_t bytes = b.spec.count * datatype_size(b.spec.dtype);
     if (device_ >= 0) {
       b.staging = std::make_unique<MappedBuffer>();
+      StuckCallMonitor::Call call(monitor_.get());
       b.staging->data = device_runtime().alloc_mapped(bytes);
       if (b.staging->data == nullptr)
         fail(BAGUA_ERR_SYSTEM, "out of page-locked memory for a {}-byte bucket of device tensors", bytes);
@@ -411,6 +420,7 @@ void BucketScheduler::wait(DeviceStream stream) {
     // Stream-ordered: the caller's stream waits until the thread has published this step as finished.
     device_runtime().wait_value(stream, static_cast<const volatile uint32_t*>(done_word_->data),
                                 static_cast<uint32_t>(step + 1));
+    waited_value_.store(static_cast<uint32_t>(step + 1));
     std::unique_ptr<DeviceEvent> passed = device_runtime().record(stream);
     auto it = std::find_if(waited_.begin(), waited_.end(), [&](const auto& w) { return w.first == stream; });
     if (it == waited_.end())
@@ -467,7 +477,28 @@ void BucketScheduler::residual(int tensor, float* out, size_t count) {
 // ---- the scheduler's thread ----
 
 void BucketScheduler::publish_done(uint32_t value) {
-  if (done_word_) __atomic_store_n(static_cast<uint32_t*>(done_word_->data), value, __ATOMIC_RELEASE);
+  if (!done_word_) return;
+  // Never lower it: after the monitor released the streams, a step the thread then finishes must not park them.
+  std::lock_guard<std::mutex> lock(publish_mutex_);
+  auto* word = static_cast<uint32_t*>(done_word_->data);
+  if (static_cast<int32_t>(value - __atomic_load_n(word, __ATOMIC_ACQUIRE)) > 0 || value == 0)
+    __atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
+
+void BucketScheduler::release_stuck(int64_t stuck_ms) {
+  publish_done(waited_value_.load() + (1u << 30));  // first, without mutex_ (the thread may hold it in that call)
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    record_failure(BAGUA_ERR_TIMEOUT,
+                   fmt::format("the scheduler's thread was inside a CUDA call for {:.1f} s while streams waited for "
+                               "its step, so they were released and the step failed; a thread waiting inside the "
+                               "CUDA driver for such a stream (a copy to or from pageable memory, a synchronize) "
+                               "can cause this (docs/cuda.md)",
+                               stuck_ms / 1000.0));
+  }
+  done_.notify_all();
+  BAGUA_WARN("bucket scheduler: its thread has been inside one CUDA call for {:.1f} s with streams waiting: released",
+             stuck_ms / 1000.0);
 }
 
 void BucketScheduler::run() {
@@ -491,6 +522,7 @@ void BucketScheduler::run() {
         continue;
       }
       if (device_ >= 0 && !device_ready) {
+        StuckCallMonitor::Call call(monitor_.get());
         device_runtime().enter_library_thread();
         device_runtime().set_device(device_);
         device_ready = true;
@@ -529,7 +561,8 @@ void BucketScheduler::finish_step(bool skipped) {
       if (tuner_ && comm_->rank() == 0) tuner_->record(info_.step_ms / 1e3);
     }
     last_done_ = now;
-    last_done_valid_ = !skipped;  // the next step's time would include the skipped one's compute
+    last_done_valid_ = !skipped;                  // the next step's time would include the skipped one's compute
+    StuckCallMonitor::Call call(monitor_.get());  // (destroying the step's events)
     slots_[done_generation_ % 2].clear(tensors_.size());
     ++done_generation_;
     publish_done(static_cast<uint32_t>(done_generation_));
@@ -716,16 +749,22 @@ void BucketScheduler::gather_from_device(Bucket& b, StepSlot& slot, uint8_t* dat
     if (slot.marks[i] == Mark::kUnused) {
       std::memset(data + offset, 0, t.bytes);
     } else if (t.bytes) {
-      while (!slot.ready[i]->done()) {
+      for (;;) {
+        {
+          StuckCallMonitor::Call call(monitor_.get());
+          if (slot.ready[i]->done()) break;
+        }
         if (deadline.expired())
           fail(BAGUA_ERR_TIMEOUT, "tensor {}: the event it was marked ready with did not complete within {} ms", i,
                comm_->config().timeout_ms);
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
+      StuckCallMonitor::Call call(monitor_.get());
       rt.copy_async(data + offset, t.data, t.bytes, stream_);
     }
     offset += t.bytes;
   }
+  StuckCallMonitor::Call call(monitor_.get());
   rt.synchronize(stream_, comm_->config().timeout_ms);
 }
 
@@ -734,9 +773,13 @@ void BucketScheduler::scatter_to_device(Bucket& b, const uint8_t* data) {
   size_t offset = 0;
   for (int i : b.spec.tensors) {
     const Tensor& t = tensors_[i];
-    if (t.bytes) rt.copy_async(t.data, data + offset, t.bytes, stream_);
+    if (t.bytes) {
+      StuckCallMonitor::Call call(monitor_.get());
+      rt.copy_async(t.data, data + offset, t.bytes, stream_);
+    }
     offset += t.bytes;
   }
+  StuckCallMonitor::Call call(monitor_.get());
   rt.synchronize(stream_, comm_->config().timeout_ms);
 }
 

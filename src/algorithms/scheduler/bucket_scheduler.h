@@ -5,6 +5,7 @@
 // low-precision replicas) lives in arrays indexed by tensor element, so a new bucket size carries it over.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -18,6 +19,7 @@
 #include "algorithms/quantized/codec.h"
 #include "algorithms/quantized/quantized_allreduce.h"
 #include "algorithms/scheduler/bucket_plan.h"
+#include "base/stuck_call_monitor.h"
 #include "core/comm.h"
 #include "kernels/device_runtime.h"
 
@@ -123,6 +125,8 @@ class BucketScheduler {
   void run_step(StepSlot& slot);
   void finish_step(bool skipped);
   void publish_done(uint32_t value);
+  // The monitor's: releases the waiting streams, then fails the scheduler.
+  void release_stuck(int64_t stuck_ms);
   // Blocks (bounded by the step's timeouts) until pred() holds or the scheduler failed.
   template <typename Pred>
   void wait_for_thread(std::unique_lock<std::mutex>& lock, Pred pred);
@@ -165,6 +169,12 @@ class BucketScheduler {
   std::unique_ptr<MappedBuffer> done_word_;  // and the word callers' streams wait on: steps finished
   // Per stream passed to a device wait, an event after its latest wait: the word is freed only once they are done.
   std::vector<std::pair<DeviceStream, std::unique_ptr<DeviceEvent>>> waited_;
+  std::atomic<uint32_t> waited_value_{0};
+  std::mutex
+      publish_mutex_;  // publish_done's (the thread and the monitor)  // the latest value a stream was made to wait for
+  // Device tensors: releases the waiting streams when this thread stays inside one CUDA call too long (a user thread
+  // waiting inside the driver for such a stream can hold it there; docs/cuda.md), failing the scheduler.
+  std::unique_ptr<StuckCallMonitor> monitor_;
 
   // The scheduler's thread (and, before it starts steps, registration).
   std::vector<Bucket> buckets_;
