@@ -404,6 +404,8 @@ class DeviceProxy {
     std::shared_ptr<DeviceCompletion> completion;
   };
   void run();
+  // Whether a stream of any communicator of the process is parked on a gate (freeing pinned memory then waits).
+  static bool gates_parked_anywhere();
   void finish(Entry& entry, bagua_status_t status, std::string error);
   void give_back(void* ptr, size_t bytes);
   void release_slot(uint32_t slot, uint32_t value);
