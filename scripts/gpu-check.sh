@@ -107,6 +107,7 @@ step() {
   step device:threads 60 $B/mp_device threads
   step device:ipc 60 env BAGUA_IPC_CACHE_ENTRIES=2 $RUN -n 3 $B/mp_device ipc
   step device:scheduler 90 $RUN -n 2 $B/mp_scheduler device
+  step device:scheduler-blocked 60 env BAGUA_TIMEOUT=2 $RUN -n 2 $B/mp_scheduler blocked
   step device:relaxations 90 $RUN -n 2 $B/mp_device relaxations
   step device:relaxations-proxy 90 env BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 2 $B/mp_device relaxations
   # The quantized allreduce's rail and leader forms compressing on the GPU (logical hosts of 2+2 and 2+1 ranks),

@@ -69,6 +69,8 @@ class DeviceRuntime {
   // The caller's own event (a cudaEvent_t) as recorded at this call: later records of it, or its destruction,
   // do not change the returned event.
   virtual std::unique_ptr<DeviceEvent> user_event(void* event) = 0;
+  // Work on `stream` after this waits until the event is done (an event of this runtime's, of the same device).
+  virtual void wait_event(DeviceStream stream, DeviceEvent& event) = 0;
   // Work on `stream` after this waits until (int32_t)(*word - value) >= 0; word is in alloc_mapped memory.
   virtual void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) = 0;
   // When the stream's earlier work has finished, it writes value into word (alloc_mapped memory).

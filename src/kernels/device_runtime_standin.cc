@@ -107,6 +107,8 @@ class StandinEvent final : public DeviceEvent {
     DriverTurn turn;
     return stream_->finished() >= target_;
   }
+  StandinStream* stream() const { return stream_; }
+  uint64_t target() const { return target_; }
 
  private:
   StandinStream* stream_;
@@ -162,6 +164,14 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   void* record_user_event(DeviceStream stream) override {
     StandinStream* s = stream_of(stream);
     return new StandinEvent(s, s->enqueued());
+  }
+  void wait_event(DeviceStream stream, DeviceEvent& event) override {
+    DriverTurn turn;
+    auto& after = static_cast<StandinEvent&>(event);
+    // The task keeps no event: an event's destruction takes the driver turn, which a stream task must never wait for.
+    stream_of(stream)->enqueue([other = after.stream(), target = after.target()] {
+      while (other->finished() < target) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    });
   }
   void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) override {
     DriverTurn turn;

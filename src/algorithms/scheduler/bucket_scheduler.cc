@@ -47,31 +47,37 @@ BucketScheduler::~BucketScheduler() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
-  monitor_.reset();
-  if (stream_ != nullptr) {
-    try {
-      device_runtime().synchronize(stream_, comm_->config().timeout_ms);
-    } catch (const Error& e) {
-      BAGUA_WARN("bucket scheduler: its stream did not drain: {}", e.what());
-    }
-    device_runtime().destroy_stream(stream_);
+  if (stream_ == nullptr) return;
+  // The stream of the copies in may still wait for a caller's event (marks of a step never waited for), and the
+  // callers' streams may not have passed their waits and copies back yet (destroy right after a device wait):
+  // free the staging and the words only once they are done, else leave them allocated.
+  bool drained = true;
+  try {
+    device_runtime().synchronize(stream_, comm_->config().timeout_ms);
+  } catch (const Error& e) {
+    BAGUA_WARN("bucket scheduler: its stream did not drain: {}", e.what());
+    drained = false;
   }
-  // The callers' streams may not have reached their waits on the done word yet (destroy right after a device
-  // wait): free it only once they have passed them, else leave it allocated.
+  device_runtime().destroy_stream(stream_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_->config().timeout_ms);
   for (auto& [stream, passed] : waited_) {
     try {
-      while (!passed->done()) {
+      while (drained && !passed->done()) {
         if (std::chrono::steady_clock::now() >= deadline) {
-          BAGUA_WARN("bucket scheduler: a stream has not passed its wait; its word stays allocated");
-          (void)done_word_.release();
-          return;
+          BAGUA_WARN("bucket scheduler: a stream has not passed its wait and copies back");
+          drained = false;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
-    } catch (const Error& e) {  // the stream failed: it will not read the word again
+    } catch (const Error& e) {  // the stream failed: it will not touch them again
       BAGUA_WARN("bucket scheduler: a waited stream failed: {}", e.what());
     }
+  }
+  if (!drained) {
+    BAGUA_WARN("bucket scheduler: its staging and words stay allocated");
+    (void)done_word_.release();
+    (void)staging_.release();
+    (void)staged_words_.release();
   }
 }
 
@@ -176,21 +182,6 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
 
   check_same_settings();
 
-  if (device >= 0) {
-    device_ = device;
-    stream_ = device_runtime().create_stream(device);
-    done_word_ = std::make_unique<MappedBuffer>();
-    done_word_->data = device_runtime().alloc_mapped(sizeof(uint32_t));
-    if (done_word_->data == nullptr) fail(BAGUA_ERR_SYSTEM, "out of page-locked memory for the scheduler");
-    publish_done(0);
-    monitor_ = std::make_unique<StuckCallMonitor>(
-        comm_->config().timeout_ms + 2000,
-        [this] {
-          const uint32_t done = __atomic_load_n(static_cast<uint32_t*>(done_word_->data), __ATOMIC_ACQUIRE);
-          return static_cast<int32_t>(done - waited_value_.load()) < 0;
-        },
-        [this](int64_t stuck_ms) { release_stuck(stuck_ms); });
-  }
   std::vector<TensorSpec> laid = specs;
   assign_state_offsets(laid);
   std::vector<Tensor> made(n);
@@ -200,6 +191,34 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
     made[i].spec = laid[i];
     made[i].bytes = laid[i].count * datatype_size(laid[i].dtype);
     elements[laid[i].dtype] += laid[i].count;
+  }
+  if (device >= 0) {
+    // One staging for every bucket layout: a region per dtype, its tensors in state order (a bucket's tensors are
+    // consecutive there), so that a mark can copy its tensor in before the step's buckets are known.
+    std::map<bagua_datatype_t, size_t> region;
+    size_t staging_bytes = 0;
+    for (auto& [dtype, count] : elements) {
+      region[dtype] = staging_bytes;
+      staging_bytes += (count * datatype_size(dtype) + 255) & ~size_t{255};
+    }
+    DeviceRuntime& rt = device_runtime();
+    device_ = device;
+    stream_ = rt.create_stream(device);
+    auto mapped = [&](size_t bytes) {
+      auto buffer = std::make_unique<MappedBuffer>();
+      buffer->data = rt.alloc_mapped(std::max<size_t>(bytes, 1));
+      if (buffer->data == nullptr)
+        fail(BAGUA_ERR_SYSTEM, "out of page-locked memory for the scheduler's staging ({} bytes)", bytes);
+      return buffer;
+    };
+    staging_ = mapped(staging_bytes);
+    staged_words_ = mapped(n * sizeof(uint32_t));
+    std::memset(staged_words_->data, 0, n * sizeof(uint32_t));
+    done_word_ = mapped(sizeof(uint32_t));
+    publish_done(0);
+    for (Tensor& t : made)
+      t.staged = static_cast<uint8_t*>(staging_->data) + region[t.spec.dtype] +
+                 t.spec.state_offset * datatype_size(t.spec.dtype);
   }
   const bool compressed = config_.algorithm == BAGUA_BUCKET_QUANTIZED || config_.algorithm == BAGUA_BUCKET_ONEBIT ||
                           config_.algorithm == BAGUA_BUCKET_QADAM;
@@ -275,11 +294,7 @@ void BucketScheduler::apply_layout(size_t bucket_bytes, Hierarchy hierarchy) {
     }
     const size_t bytes = b.spec.count * datatype_size(b.spec.dtype);
     if (device_ >= 0) {
-      b.staging = std::make_unique<MappedBuffer>();
-      StuckCallMonitor::Call call(monitor_.get());
-      b.staging->data = device_runtime().alloc_mapped(bytes);
-      if (b.staging->data == nullptr)
-        fail(BAGUA_ERR_SYSTEM, "out of page-locked memory for a {}-byte bucket of device tensors", bytes);
+      // staged: the tensors' staging
     } else if (adjacent) {
       b.in_place = static_cast<uint8_t*>(tensors_[b.spec.tensors.front()].data);
     } else {
@@ -290,10 +305,6 @@ void BucketScheduler::apply_layout(size_t bucket_bytes, Hierarchy hierarchy) {
       b.qstate = std::make_unique<QuantizedState>(*comm_, b.spec.count, b.spec.dtype, c,
                                                   err->second.data() + b.spec.state_offset, steps_);
   }
-  // Freeing page-locked memory (cudaFreeHost) waits for the whole device, which may hold a caller's stream that
-  // waits on this thread: retired staging is kept until the scheduler is destroyed.
-  for (Bucket& old : buckets_)
-    if (old.staging) retired_staging_.push_back(std::move(old.staging));
   buckets_ = std::move(buckets);
   if (config_.algorithm == BAGUA_BUCKET_DECENTRALIZED) {
     const bool hier = hierarchy_ == Hierarchy::kHierarchical;
@@ -346,6 +357,8 @@ void BucketScheduler::check_step_not_finished(const char* what) const {
 
 void BucketScheduler::mark(int tensor, Mark kind, void* event) {
   const char* what = kind == Mark::kReady ? "mark_ready" : "mark_unused";
+  std::lock_guard<std::mutex> enqueue(enqueue_mutex_);
+  uint32_t step_word = 0;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (failed_) throw_failure();
@@ -363,10 +376,18 @@ void BucketScheduler::mark(int tensor, Mark kind, void* event) {
     if (slot.marks[tensor] != Mark::kNone)
       fail(BAGUA_ERR_INVALID_USAGE, "tensor {} was already marked {} in this step", tensor,
            slot.marks[tensor] == Mark::kReady ? "ready" : "unused");
-    if (kind == Mark::kReady && device_ >= 0)  // after the caller's event, or the legacy default stream's work so far
-      slot.ready[tensor] = event ? device_runtime().user_event(event) : device_runtime().record(nullptr);
+    // (A device tensor's bucket may start now: the scheduler's thread then waits for its staged word.)
     slot.marks[tensor] = kind;
     slot.open = true;
+    step_word = static_cast<uint32_t>(generation_ + 1);
+  }
+  if (device_ >= 0) {
+    try {
+      stage_at_mark(tensor, kind, event, step_word);
+    } catch (const Error& e) {
+      fail_and_release(e);
+      throw;
+    }
   }
   wake_.notify_all();
 }
@@ -404,6 +425,7 @@ void BucketScheduler::drain() {
 }
 
 void BucketScheduler::wait(DeviceStream stream) {
+  std::lock_guard<std::mutex> enqueue(enqueue_mutex_);
   std::unique_lock<std::mutex> lock(mutex_);
   if (failed_) throw_failure();
   if (!registered_) fail(BAGUA_ERR_INVALID_USAGE, "wait before bagua_scheduler_register");
@@ -417,16 +439,17 @@ void BucketScheduler::wait(DeviceStream stream) {
              i);
   const uint64_t step = generation_;
   if (device_ >= 0) {
-    // Stream-ordered: the caller's stream waits until the thread has published this step as finished.
-    device_runtime().wait_value(stream, static_cast<const volatile uint32_t*>(done_word_->data),
-                                static_cast<uint32_t>(step + 1));
-    waited_value_.store(static_cast<uint32_t>(step + 1));
-    std::unique_ptr<DeviceEvent> passed = device_runtime().record(stream);
-    auto it = std::find_if(waited_.begin(), waited_.end(), [&](const auto& w) { return w.first == stream; });
-    if (it == waited_.end())
-      waited_.emplace_back(stream, std::move(passed));
-    else
-      it->second = std::move(passed);
+    // Stream-ordered: the caller's stream waits for the step, then copies the results back. The thread may run
+    // meanwhile; the CUDA calls are made without mutex_.
+    const bool skipped = !finished && slot.skipped;
+    lock.unlock();
+    try {
+      copy_back_at_wait(stream, step, skipped);
+    } catch (const Error& e) {
+      fail_and_release(e);
+      throw;
+    }
+    lock.lock();
     ++generation_;
     wake_.notify_all();
     return;
@@ -485,25 +508,20 @@ void BucketScheduler::publish_done(uint32_t value) {
     __atomic_store_n(word, value, __ATOMIC_RELEASE);
 }
 
-void BucketScheduler::release_stuck(int64_t stuck_ms) {
-  publish_done(waited_value_.load() + (1u << 30));  // first, without mutex_ (the thread may hold it in that call)
+void BucketScheduler::fail_and_release(const Error& error) {
+  uint32_t released;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    record_failure(BAGUA_ERR_TIMEOUT,
-                   fmt::format("the scheduler's thread was inside a CUDA call for {:.1f} s while streams waited for "
-                               "its step, so they were released and the step failed; a thread waiting inside the "
-                               "CUDA driver for such a stream (a copy to or from pageable memory, a synchronize) "
-                               "can cause this (docs/cuda.md)",
-                               stuck_ms / 1000.0));
+    record_failure(error.status(), error.what());
+    released = static_cast<uint32_t>(generation_ + (1u << 30));
   }
+  publish_done(released);
+  wake_.notify_all();
   done_.notify_all();
-  BAGUA_WARN("bucket scheduler: its thread has been inside one CUDA call for {:.1f} s with streams waiting: released",
-             stuck_ms / 1000.0);
 }
 
 void BucketScheduler::run() {
   set_log_rank(comm_->rank());
-  bool device_ready = false;
   for (;;) {
     StepSlot* slot;
     {
@@ -513,19 +531,17 @@ void BucketScheduler::run() {
         const StepSlot& next = slots_[done_generation_ % 2];
         return quit_ || (next.open && (!next.skipped || generation_ > done_generation_));
       });
-      if (quit_) return;
+      if (quit_) {
+        // Never leave a stream parked on this scheduler (destroy drained the steps waited for).
+        publish_done(static_cast<uint32_t>(generation_ + (1u << 30)));
+        return;
+      }
       slot = &slots_[done_generation_ % 2];
     }
     try {
       if (slot->skipped) {
         finish_step(true);
         continue;
-      }
-      if (device_ >= 0 && !device_ready) {
-        StuckCallMonitor::Call call(monitor_.get());
-        device_runtime().enter_library_thread();
-        device_runtime().set_device(device_);
-        device_ready = true;
       }
       run_step(*slot);
       finish_step(false);
@@ -561,8 +577,7 @@ void BucketScheduler::finish_step(bool skipped) {
       if (tuner_ && comm_->rank() == 0) tuner_->record(info_.step_ms / 1e3);
     }
     last_done_ = now;
-    last_done_valid_ = !skipped;                  // the next step's time would include the skipped one's compute
-    StuckCallMonitor::Call call(monitor_.get());  // (destroying the step's events)
+    last_done_valid_ = !skipped;  // the next step's time would include the skipped one's compute
     slots_[done_generation_ % 2].clear(tensors_.size());
     ++done_generation_;
     publish_done(static_cast<uint32_t>(done_generation_));
@@ -671,10 +686,15 @@ void BucketScheduler::quantized_bucket(Bucket& b, void* data, bagua_redop_t op) 
 
 void BucketScheduler::run_bucket(Bucket& b, StepSlot& slot) {
   if (b.spec.count == 0) return;  // zero-size tensors only: nothing to send, on every rank alike
-  uint8_t* data = b.staging ? static_cast<uint8_t*>(b.staging->data) : b.in_place ? b.in_place : b.flat.data();
+  uint8_t* data = device_ >= 0 ? staged_data(b) : b.in_place ? b.in_place : b.flat.data();
   // Gather (unused tensors count as zeros).
-  if (b.staging) {
-    gather_from_device(b, slot, data);
+  if (device_ >= 0) {
+    await_staged(b);
+    size_t offset = 0;
+    for (int i : b.spec.tensors) {
+      if (slot.marks[i] == Mark::kUnused) std::memset(data + offset, 0, tensors_[i].bytes);
+      offset += tensors_[i].bytes;
+    }
   } else {
     size_t offset = 0;
     for (int i : b.spec.tensors) {
@@ -724,8 +744,7 @@ void BucketScheduler::run_bucket(Bucket& b, StepSlot& slot) {
       break;
     }
   }
-  if (b.staging) return scatter_to_device(b, data);
-  if (b.in_place) return;
+  if (device_ >= 0 || b.in_place) return;  // (device tensors: copied back at wait)
   size_t offset = 0;
   for (int i : b.spec.tensors) {
     const Tensor& t = tensors_[i];
@@ -738,49 +757,73 @@ void BucketScheduler::run_bucket(Bucket& b, StepSlot& slot) {
 
 namespace bagua {
 
-// Each tensor once the caller's work on it is done (its event, polled: the scheduler's thread waits anyway), on
-// the scheduler's stream; then the stream drains, bounded by the timeout.
-void BucketScheduler::gather_from_device(Bucket& b, StepSlot& slot, uint8_t* data) {
+// At a mark, on the scheduler's stream: after the previous step's copies back (which read this staging), and after
+// the caller's event (as recorded now) or the legacy default stream's work so far, the copy in (by kernel: a copy
+// engine's queue can hold a copy behind a parked stream), then the tensor's staged word. An unused tensor writes its
+// word too: the thread then knows the staging is free to zero.
+void BucketScheduler::stage_at_mark(int tensor, Mark kind, void* event, uint32_t step_word) {
   DeviceRuntime& rt = device_runtime();
-  const Deadline deadline = comm_->op_deadline();
-  size_t offset = 0;
-  for (int i : b.spec.tensors) {
-    const Tensor& t = tensors_[i];
-    if (slot.marks[i] == Mark::kUnused) {
-      std::memset(data + offset, 0, t.bytes);
-    } else if (t.bytes) {
-      for (;;) {
-        {
-          StuckCallMonitor::Call call(monitor_.get());
-          if (slot.ready[i]->done()) break;
-        }
-        if (deadline.expired())
-          fail(BAGUA_ERR_TIMEOUT, "tensor {}: the event it was marked ready with did not complete within {} ms", i,
-               comm_->config().timeout_ms);
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-      }
-      StuckCallMonitor::Call call(monitor_.get());
-      rt.copy_async(data + offset, t.data, t.bytes, stream_);
-    }
-    offset += t.bytes;
+  const uint64_t step = step_word - 1u;
+  if (copied_back_ && copied_back_step_ != step) {
+    rt.wait_event(stream_, *copied_back_);
+    copied_back_step_ = step;
   }
-  StuckCallMonitor::Call call(monitor_.get());
-  rt.synchronize(stream_, comm_->config().timeout_ms);
+  const Tensor& t = tensors_[tensor];
+  if (kind == Mark::kReady && t.bytes > 0) {
+    std::unique_ptr<DeviceEvent> ready = event ? rt.user_event(event) : rt.record(nullptr);
+    rt.wait_event(stream_, *ready);
+    rt.kernel_copy_async(t.staged, t.data, t.bytes, stream_);
+  }
+  rt.write_value(stream_, static_cast<uint32_t*>(staged_words_->data) + tensor, step_word);
 }
 
-void BucketScheduler::scatter_to_device(Bucket& b, const uint8_t* data) {
+// At wait, on the caller's stream: once the thread has published the step as finished, every tensor's copy back
+// (unused ones get the result too, as host tensors do), then an event that the next step's copies in wait for.
+void BucketScheduler::copy_back_at_wait(DeviceStream stream, uint64_t step, bool skipped) {
   DeviceRuntime& rt = device_runtime();
-  size_t offset = 0;
-  for (int i : b.spec.tensors) {
-    const Tensor& t = tensors_[i];
-    if (t.bytes) {
-      StuckCallMonitor::Call call(monitor_.get());
-      rt.copy_async(t.data, data + offset, t.bytes, stream_);
+  rt.wait_value(stream, static_cast<const volatile uint32_t*>(done_word_->data), static_cast<uint32_t>(step + 1));
+  if (!skipped) {
+    const bool by_kernel = rt.stream_device(stream) == device_;
+    for (const Tensor& t : tensors_) {
+      if (t.bytes == 0) continue;
+      if (by_kernel)
+        rt.kernel_copy_async(t.data, t.staged, t.bytes, stream);
+      else
+        rt.copy_async(t.data, t.staged, t.bytes, stream);
     }
-    offset += t.bytes;
   }
-  StuckCallMonitor::Call call(monitor_.get());
-  rt.synchronize(stream_, comm_->config().timeout_ms);
+  std::shared_ptr<DeviceEvent> passed = rt.record(stream);
+  if (!skipped) copied_back_ = passed;
+  std::lock_guard<std::mutex> lock(mutex_);  // (the destructor reads waited_)
+  auto it = std::find_if(waited_.begin(), waited_.end(), [&](const auto& w) { return w.first == stream; });
+  if (it == waited_.end())
+    waited_.emplace_back(stream, std::move(passed));
+  else
+    it->second = std::move(passed);
+}
+
+// The scheduler's thread: polls host memory only, so that a user thread waiting inside the driver for a stream
+// parked on this step cannot stop it (docs/cuda.md, "What a parked stream blocks").
+void BucketScheduler::await_staged(const Bucket& b) {
+  const Deadline deadline = comm_->op_deadline();
+  const uint32_t want = static_cast<uint32_t>(done_generation_ + 1);
+  const auto* words = static_cast<const uint32_t*>(staged_words_->data);
+  for (int i : b.spec.tensors) {
+    for (;;) {
+      if (static_cast<int32_t>(__atomic_load_n(words + i, __ATOMIC_ACQUIRE) - want) >= 0) break;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (failed_) throw_failure();
+        if (quit_) fail(BAGUA_ERR_ABORTED, "the scheduler was destroyed during a step");
+      }
+      if (deadline.expired())
+        fail(BAGUA_ERR_TIMEOUT,
+             "tensor {} was not copied in within {} ms of its bucket's start (the event it was marked ready with, or "
+             "the legacy default stream's work before the mark, did not complete)",
+             i, comm_->config().timeout_ms);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
 }
 
 }  // namespace bagua

@@ -19,7 +19,6 @@
 #include "algorithms/quantized/codec.h"
 #include "algorithms/quantized/quantized_allreduce.h"
 #include "algorithms/scheduler/bucket_plan.h"
-#include "base/stuck_call_monitor.h"
 #include "core/comm.h"
 #include "kernels/device_runtime.h"
 
@@ -86,18 +85,16 @@ class BucketScheduler {
     void* data = nullptr;
     size_t bytes = 0;
     TensorSpec spec;
+    uint8_t* staged = nullptr;  // device tensors: its place in the staging, the same for every bucket layout
   };
   // The marks of one step. Two slots: with device tensors the caller may mark step g + 1 while the thread
   // still runs step g.
   struct StepSlot {
     std::vector<Mark> marks;
-    std::vector<std::unique_ptr<DeviceEvent>> ready;  // device tensors: when the caller's work on each is done
-    bool open = false;                                // a mark or a skip since the slot was cleared
+    bool open = false;  // a mark or a skip since the slot was cleared
     bool skipped = false;
     void clear(size_t tensors) {
       marks.assign(tensors, Mark::kNone);
-      ready.clear();
-      ready.resize(tensors);
       open = skipped = false;
     }
   };
@@ -113,9 +110,8 @@ class BucketScheduler {
   };
   struct Bucket {
     BucketSpec spec;
-    uint8_t* in_place = nullptr;            // the tensors lie back to back in memory: communicate them where they are
-    std::vector<uint8_t> flat;              // otherwise they are copied here and back
-    std::unique_ptr<MappedBuffer> staging;  // device tensors: copied here and back on the scheduler's stream
+    uint8_t* in_place = nullptr;  // the tensors lie back to back in memory: communicate them where they are
+    std::vector<uint8_t> flat;    // otherwise they are copied here and back
     std::unique_ptr<QuantizedState> qstate;
   };
   enum class Hierarchy { kAuto, kFlat, kHierarchical };
@@ -125,8 +121,8 @@ class BucketScheduler {
   void run_step(StepSlot& slot);
   void finish_step(bool skipped);
   void publish_done(uint32_t value);
-  // The monitor's: releases the waiting streams, then fails the scheduler.
-  void release_stuck(int64_t stuck_ms);
+  // A caller's enqueue failed: fails the scheduler and releases the waiting streams.
+  void fail_and_release(const Error& error);
   // Blocks (bounded by the step's timeouts) until pred() holds or the scheduler failed.
   template <typename Pred>
   void wait_for_thread(std::unique_lock<std::mutex>& lock, Pred pred);
@@ -135,8 +131,14 @@ class BucketScheduler {
   void decide_if_due();
   void apply_layout(size_t bucket_bytes, Hierarchy hierarchy);
   void run_bucket(Bucket& b, StepSlot& slot);
-  void gather_from_device(Bucket& b, StepSlot& slot, uint8_t* data);
-  void scatter_to_device(Bucket& b, const uint8_t* data);
+  // Device tensors. The caller's thread, at a mark: on the scheduler's stream, after the previous step's copies
+  // back and the tensor's readiness, the copy into its staging, then its staged word.
+  void stage_at_mark(int tensor, Mark kind, void* event, uint32_t step_word);
+  // The caller's thread, at wait: on the waited stream, after the step, the copies back.
+  void copy_back_at_wait(DeviceStream stream, uint64_t step, bool skipped);
+  // The scheduler's thread: waits (host memory only) until the bucket's tensors are staged for this step.
+  void await_staged(const Bucket& b);
+  uint8_t* staged_data(const Bucket& b) const { return tensors_[b.spec.tensors.front()].staged; }
   void allreduce_bucket(void* data, size_t count, bagua_datatype_t dtype, bagua_redop_t op);
   void quantized_bucket(Bucket& b, void* data, bagua_redop_t op);
   bool bucket_ready(const Bucket& b, const StepSlot& slot) const;
@@ -151,6 +153,9 @@ class BucketScheduler {
   SchedulerConfig config_;
 
   std::mutex mutex_;
+  // Held by the caller's device marks and waits while they enqueue, outside mutex_: a CUDA call may block (a user
+  // thread waiting inside the driver), and the scheduler's thread must still take mutex_ to finish the step.
+  std::mutex enqueue_mutex_;
   std::condition_variable wake_;  // the scheduler's thread: marks, quit
   std::condition_variable done_;  // the caller: a step done
   bool quit_ = false;
@@ -164,21 +169,22 @@ class BucketScheduler {
   std::vector<Tensor> tensors_;
   size_t pending_bucket_bytes_ = 0;  // set_bucket_bytes: applied from step pending_generation_ on
   uint64_t pending_generation_ = 0;
-  int device_ = -1;                          // device tensors: their device,
-  DeviceStream stream_ = nullptr;            // the scheduler's stream for its copies,
-  std::unique_ptr<MappedBuffer> done_word_;  // and the word callers' streams wait on: steps finished
-  // Per stream passed to a device wait, an event after its latest wait: the word is freed only once they are done.
-  std::vector<std::pair<DeviceStream, std::unique_ptr<DeviceEvent>>> waited_;
-  std::atomic<uint32_t> waited_value_{0};
-  std::mutex
-      publish_mutex_;  // publish_done's (the thread and the monitor)  // the latest value a stream was made to wait for
-  // Device tensors: releases the waiting streams when this thread stays inside one CUDA call too long (a user thread
-  // waiting inside the driver for such a stream can hold it there; docs/cuda.md), failing the scheduler.
-  std::unique_ptr<StuckCallMonitor> monitor_;
+  // Device tensors (the scheduler's thread makes no CUDA call for them; docs/scheduler.md):
+  int device_ = -1;                             // their device,
+  DeviceStream stream_ = nullptr;               // the stream of the copies in, enqueued by the marks,
+  std::unique_ptr<MappedBuffer> staging_;       // every tensor's staging, a region per dtype in state order,
+  std::unique_ptr<MappedBuffer> staged_words_;  // per tensor, the latest step (+1) whose copy in has landed,
+  std::unique_ptr<MappedBuffer> done_word_;     // and the word callers' streams wait on: steps finished.
+  // Under enqueue_mutex_: an event after the latest copies back, and the step whose copies in already wait for it.
+  std::shared_ptr<DeviceEvent> copied_back_;
+  uint64_t copied_back_step_ = ~uint64_t{0};
+  // Per stream passed to a device wait, an event after its latest copies back: the staging and the words are freed
+  // only once they are done.
+  std::vector<std::pair<DeviceStream, std::shared_ptr<DeviceEvent>>> waited_;
+  std::mutex publish_mutex_;  // publish_done's (the thread and a failing caller)
 
   // The scheduler's thread (and, before it starts steps, registration).
   std::vector<Bucket> buckets_;
-  std::vector<std::unique_ptr<MappedBuffer>> retired_staging_;
   size_t bucket_bytes_ = 0;
   Hierarchy hierarchy_ = Hierarchy::kAuto;
   uint64_t steps_ = 0;

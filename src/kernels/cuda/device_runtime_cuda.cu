@@ -96,6 +96,7 @@ class CudaEvent final : public DeviceEvent {
     DeviceGuard on(device_);
     return event_done(event_, "cudaEventQuery");
   }
+  cudaEvent_t handle() const { return event_; }
 
  private:
   cudaEvent_t event_;
@@ -211,6 +212,12 @@ class CudaRuntime final : public DeviceRuntime {
     auto owned = std::make_unique<CudaEvent>(ours, device);
     check(cudaEventRecord(ours, waiter), "cudaEventRecord");
     return owned;
+  }
+  void wait_event(DeviceStream stream, DeviceEvent& event) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<CudaEvent&>(event).handle(), 0),
+          "cudaStreamWaitEvent");
   }
   std::unique_ptr<DeviceEvent> record(DeviceStream stream) override {
     RelaxedCapture relaxed;
