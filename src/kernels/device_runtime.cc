@@ -17,7 +17,7 @@ class HostOnlyRuntime final : public DeviceRuntime {
  public:
   const char* name() const override { return "none"; }
   bool usable() override { return false; }
-  MemoryType memory_type(const void*, int* device) override {
+  MemoryType query_memory_type(const void*, int* device) override {
     if (device) *device = -1;
     return MemoryType::kHost;
   }
@@ -25,7 +25,7 @@ class HostOnlyRuntime final : public DeviceRuntime {
   bool stream_capturing(DeviceStream) override { unavailable(); }
   bool stream_blocking(DeviceStream) override { unavailable(); }
   std::unique_ptr<DeviceEvent> record(DeviceStream) override { unavailable(); }
-  std::unique_ptr<DeviceEvent> user_event(void*) override { unavailable(); }
+  void wait_user_event(DeviceStream, void*) override { unavailable(); }
   void wait_event(DeviceStream, DeviceEvent&) override { unavailable(); }
   void wait_value(DeviceStream, const volatile uint32_t*, uint32_t) override { unavailable(); }
   void write_value(DeviceStream, volatile uint32_t*, uint32_t) override { unavailable(); }
@@ -93,6 +93,22 @@ bool GpuId::operator==(const GpuId& other) const { return std::memcmp(bytes, oth
 DeviceRuntime& device_runtime() {
   static DeviceRuntime* runtime = choose_runtime();
   return *runtime;
+}
+
+namespace {
+thread_local bool t_host_memory_only = false;
+}  // namespace
+
+HostMemoryOnlyThread::HostMemoryOnlyThread() : was_(t_host_memory_only) { t_host_memory_only = true; }
+HostMemoryOnlyThread::~HostMemoryOnlyThread() { t_host_memory_only = was_; }
+bool HostMemoryOnlyThread::active() { return t_host_memory_only; }
+
+MemoryType DeviceRuntime::memory_type(const void* ptr, int* device) {
+  if (t_host_memory_only) {
+    if (device) *device = -1;
+    return MemoryType::kHost;
+  }
+  return query_memory_type(ptr, device);
 }
 
 MemoryType detect_memory_type(const void* ptr) {

@@ -48,7 +48,25 @@ struct GpuId {
   bool operator==(const GpuId& other) const;
 };
 
+// A library thread that passes only host memory (its own staging and state) to the library's calls: while one is in
+// scope on this thread, memory detection answers host without a driver call, which a user thread waiting inside the
+// driver for a stream that this thread must release could block (docs/cuda.md, "What a parked stream blocks").
+class HostMemoryOnlyThread {
+ public:
+  HostMemoryOnlyThread();
+  ~HostMemoryOnlyThread();
+  HostMemoryOnlyThread(const HostMemoryOnlyThread&) = delete;
+  HostMemoryOnlyThread& operator=(const HostMemoryOnlyThread&) = delete;
+  static bool active();
+
+ private:
+  bool was_;
+};
+
 class DeviceRuntime {
+ protected:
+  virtual MemoryType query_memory_type(const void* ptr, int* device) = 0;
+
  public:
   virtual ~DeviceRuntime() = default;
   virtual const char* name() const = 0;
@@ -56,8 +74,9 @@ class DeviceRuntime {
   virtual bool usable() = 0;
   // Called at communicator init: gets ready without starting CUDA in a process that has not (see the CUDA one).
   virtual void prepare() {}
-  // Where ptr lives and, for device or managed memory, on which device (the pointer's, not the current one).
-  virtual MemoryType memory_type(const void* ptr, int* device) = 0;
+  // Where ptr lives and, for device or managed memory, on which device (the pointer's, not the current one). On a
+  // thread inside a HostMemoryOnlyThread scope: host, without asking the runtime.
+  MemoryType memory_type(const void* ptr, int* device);
   // The device a user stream belongs to (the current device for the legacy default stream).
   virtual int stream_device(DeviceStream stream) = 0;
   // Whether the stream is being captured into a CUDA graph (for the legacy default stream: also while another
@@ -66,9 +85,9 @@ class DeviceRuntime {
   // Whether the legacy default stream synchronizes with it (it does with itself and with blocking streams).
   virtual bool stream_blocking(DeviceStream stream) = 0;
   virtual std::unique_ptr<DeviceEvent> record(DeviceStream stream) = 0;
-  // The caller's own event (a cudaEvent_t) as recorded at this call: later records of it, or its destruction,
-  // do not change the returned event.
-  virtual std::unique_ptr<DeviceEvent> user_event(void* event) = 0;
+  // Work on `stream` after this waits for the caller's own event (a cudaEvent_t) as recorded at this call: later
+  // records of it, or its destruction, change nothing.
+  virtual void wait_user_event(DeviceStream stream, void* event) = 0;
   // Work on `stream` after this waits until the event is done (an event of this runtime's, of the same device).
   virtual void wait_event(DeviceStream stream, DeviceEvent& event) = 0;
   // Work on `stream` after this waits until (int32_t)(*word - value) >= 0; word is in alloc_mapped memory.
@@ -156,7 +175,7 @@ class StandinControl {
   virtual ~StandinControl() = default;
   virtual void run_on_stream(DeviceStream stream, std::function<void()> task) = 0;
   virtual void set_capturing(DeviceStream stream, bool capturing) = 0;
-  // A stand-in "cudaEvent_t" recorded on stream now, for user_event; never freed (tests only).
+  // A stand-in "cudaEvent_t" recorded on stream now, for wait_user_event; never freed (tests only).
   virtual void* record_user_event(DeviceStream stream) = 0;
   // "Device memory" that peers cannot map, as cudaMallocAsync's (freed with free_device).
   virtual void* alloc_unexportable(size_t bytes) = 0;

@@ -8,7 +8,7 @@
 // blocks"): a copy to or from pageable memory (not device, alloc_mapped or IPC-mapped memory) returns only once its
 // stream has run it, and holds meanwhile a process-wide lock. The calls the device proxy makes during an operation
 // wait for that lock (events, copies, kernels, stream waits, allocations, stream creation, IPC opens); those that
-// stream tasks make (free_device) and queries do not.
+// stream tasks make (free_device) do not. Memory detection takes it too (cudaPointerGetAttributes waited on the H200).
 // Device memory is a memfd per allocation, so a peer process maps it through /proc/<pid>/fd/<fd> as IPC would.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -137,7 +137,8 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   const char* name() const override { return "host stand-in"; }
   bool usable() override { return true; }
 
-  MemoryType memory_type(const void* ptr, int* device) override {
+  MemoryType query_memory_type(const void* ptr, int* device) override {
+    DriverTurn turn;  // (cudaPointerGetAttributes waited on the H200)
     auto p = reinterpret_cast<uintptr_t>(ptr);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = device_blocks_.upper_bound(p);
@@ -157,10 +158,6 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     StandinStream* s = stream_of(stream);
     return std::make_unique<StandinEvent>(s, s->enqueued());
   }
-  std::unique_ptr<DeviceEvent> user_event(void* event) override {
-    auto* recorded = static_cast<StandinEvent*>(event);
-    return std::make_unique<StandinEvent>(*recorded);
-  }
   void* record_user_event(DeviceStream stream) override {
     StandinStream* s = stream_of(stream);
     return new StandinEvent(s, s->enqueued());
@@ -172,6 +169,9 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     stream_of(stream)->enqueue([other = after.stream(), target = after.target()] {
       while (other->finished() < target) std::this_thread::sleep_for(std::chrono::microseconds(20));
     });
+  }
+  void wait_user_event(DeviceStream stream, void* event) override {
+    wait_event(stream, *static_cast<StandinEvent*>(event));  // (its position is fixed when recorded, as a snapshot)
   }
   void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) override {
     DriverTurn turn;

@@ -60,7 +60,9 @@ BucketScheduler::~BucketScheduler() {
   }
   device_runtime().destroy_stream(stream_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_->config().timeout_ms);
+  if (enqueue_failed_) drained = false;  // a stream may hold work of a half-enqueued call
   for (auto& [stream, passed] : waited_) {
+    if (passed == nullptr) drained = false;
     try {
       while (drained && !passed->done()) {
         if (std::chrono::steady_clock::now() >= deadline) {
@@ -338,6 +340,7 @@ void BucketScheduler::wait_for_thread(std::unique_lock<std::mutex>& lock, Pred p
   comm_->abort();
   if (done_.wait_for(lock, std::chrono::seconds(5), done)) return;
   record_failure(BAGUA_ERR_TIMEOUT, "a step did not finish within the timeout of each of its buckets");
+  publish_done(static_cast<uint32_t>(generation_ + (1u << 30)));  // no stream stays parked on the stuck thread
 }
 
 // The first failure stays: every later call reports it.
@@ -385,6 +388,7 @@ void BucketScheduler::mark(int tensor, Mark kind, void* event) {
     try {
       stage_at_mark(tensor, kind, event, step_word);
     } catch (const Error& e) {
+      enqueue_failed_ = true;
       fail_and_release(e);
       throw;
     }
@@ -429,6 +433,9 @@ void BucketScheduler::wait(DeviceStream stream) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (failed_) throw_failure();
   if (!registered_) fail(BAGUA_ERR_INVALID_USAGE, "wait before bagua_scheduler_register");
+  // This step's slot was step g - 2's: wait until the thread is done with that one (device tensors only).
+  wait_for_thread(lock, [&] { return done_generation_ + 1 >= generation_; });
+  if (failed_) throw_failure();
   StepSlot& slot = slots_[generation_ % 2];
   const bool finished = done_generation_ > generation_;  // (then the thread has cleared the slot already)
   if (!finished && !slot.skipped)
@@ -446,6 +453,7 @@ void BucketScheduler::wait(DeviceStream stream) {
     try {
       copy_back_at_wait(stream, step, skipped);
     } catch (const Error& e) {
+      enqueue_failed_ = true;
       fail_and_release(e);
       throw;
     }
@@ -522,6 +530,7 @@ void BucketScheduler::fail_and_release(const Error& error) {
 
 void BucketScheduler::run() {
   set_log_rank(comm_->rank());
+  HostMemoryOnlyThread host_only;  // this thread's calls name the staging or host tensors: no driver call to detect it
   for (;;) {
     StepSlot* slot;
     {
@@ -770,8 +779,12 @@ void BucketScheduler::stage_at_mark(int tensor, Mark kind, void* event, uint32_t
   }
   const Tensor& t = tensors_[tensor];
   if (kind == Mark::kReady && t.bytes > 0) {
-    std::unique_ptr<DeviceEvent> ready = event ? rt.user_event(event) : rt.record(nullptr);
-    rt.wait_event(stream_, *ready);
+    if (event != nullptr) {
+      rt.wait_user_event(stream_, event);
+    } else {
+      std::unique_ptr<DeviceEvent> before = rt.record(nullptr);
+      rt.wait_event(stream_, *before);
+    }
     rt.kernel_copy_async(t.staged, t.data, t.bytes, stream_);
   }
   rt.write_value(stream_, static_cast<uint32_t*>(staged_words_->data) + tensor, step_word);
@@ -781,8 +794,15 @@ void BucketScheduler::stage_at_mark(int tensor, Mark kind, void* event, uint32_t
 // (unused ones get the result too, as host tensors do), then an event that the next step's copies in wait for.
 void BucketScheduler::copy_back_at_wait(DeviceStream stream, uint64_t step, bool skipped) {
   DeviceRuntime& rt = device_runtime();
+  {  // the waited stream reads the done word from here on: keep it (and the staging) until it has passed
+    auto it = std::find_if(waited_.begin(), waited_.end(), [&](const auto& w) { return w.first == stream; });
+    if (it == waited_.end()) waited_.emplace_back(stream, nullptr);
+  }
   rt.wait_value(stream, static_cast<const volatile uint32_t*>(done_word_->data), static_cast<uint32_t>(step + 1));
   if (!skipped) {
+    // After the step's copies in too: implied by the done word, except where a failure released it early.
+    std::unique_ptr<DeviceEvent> staged = rt.record(stream_);
+    rt.wait_event(stream, *staged);
     const bool by_kernel = rt.stream_device(stream) == device_;
     for (const Tensor& t : tensors_) {
       if (t.bytes == 0) continue;
@@ -794,12 +814,9 @@ void BucketScheduler::copy_back_at_wait(DeviceStream stream, uint64_t step, bool
   }
   std::shared_ptr<DeviceEvent> passed = rt.record(stream);
   if (!skipped) copied_back_ = passed;
-  std::lock_guard<std::mutex> lock(mutex_);  // (the destructor reads waited_)
-  auto it = std::find_if(waited_.begin(), waited_.end(), [&](const auto& w) { return w.first == stream; });
-  if (it == waited_.end())
-    waited_.emplace_back(stream, std::move(passed));
-  else
-    it->second = std::move(passed);
+  // (An event released here is destroyed under enqueue_mutex_ only, which the scheduler's thread never takes.)
+  std::find_if(waited_.begin(), waited_.end(), [&](const auto& w) { return w.first == stream; })->second =
+      std::move(passed);
 }
 
 // The scheduler's thread: polls host memory only, so that a user thread waiting inside the driver for a stream

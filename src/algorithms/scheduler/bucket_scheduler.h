@@ -175,13 +175,14 @@ class BucketScheduler {
   std::unique_ptr<MappedBuffer> staging_;       // every tensor's staging, a region per dtype in state order,
   std::unique_ptr<MappedBuffer> staged_words_;  // per tensor, the latest step (+1) whose copy in has landed,
   std::unique_ptr<MappedBuffer> done_word_;     // and the word callers' streams wait on: steps finished.
-  // Under enqueue_mutex_: an event after the latest copies back, and the step whose copies in already wait for it.
+  // Under enqueue_mutex_: an event after the latest copies back, and the step whose copies in already wait for it;
   std::shared_ptr<DeviceEvent> copied_back_;
   uint64_t copied_back_step_ = ~uint64_t{0};
-  // Per stream passed to a device wait, an event after its latest copies back: the staging and the words are freed
-  // only once they are done.
+  // per stream passed to a device wait, an event after its latest copies back (null while being enqueued): the
+  // staging and the words are freed only once they are done;
   std::vector<std::pair<DeviceStream, std::shared_ptr<DeviceEvent>>> waited_;
-  std::mutex publish_mutex_;  // publish_done's (the thread and a failing caller)
+  bool enqueue_failed_ = false;  // and whether a mark's or a wait's enqueue failed (then they are never freed).
+  std::mutex publish_mutex_;     // publish_done's (the thread and a failing caller)
 
   // The scheduler's thread (and, before it starts steps, registration).
   std::vector<Bucket> buckets_;

@@ -161,7 +161,7 @@ class CudaRuntime final : public DeviceRuntime {
     }
   }
 
-  MemoryType memory_type(const void* ptr, int* device) override {
+  MemoryType query_memory_type(const void* ptr, int* device) override {
     if (device) *device = -1;
     if (!driver_loaded()) return MemoryType::kHost;
     RelaxedCapture relaxed;
@@ -198,20 +198,11 @@ class CudaRuntime final : public DeviceRuntime {
     check(cudaStreamGetFlags(static_cast<cudaStream_t>(stream), &flags), "cudaStreamGetFlags");
     return (flags & cudaStreamNonBlocking) == 0;
   }
-  // The caller's event as recorded now: an internal stream waits for it and records an event of ours, so a later
-  // record of the caller's event, or its destruction, changes nothing.
-  std::unique_ptr<DeviceEvent> user_event(void* event) override {
+  void wait_user_event(DeviceStream stream, void* event) override {
     RelaxedCapture relaxed;
-    int device = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    DeviceGuard on(device);
-    cudaStream_t waiter = event_stream(device);
-    check(cudaStreamWaitEvent(waiter, static_cast<cudaEvent_t>(event), 0), "cudaStreamWaitEvent (the caller's event)");
-    cudaEvent_t ours;
-    check(cudaEventCreateWithFlags(&ours, cudaEventDisableTiming), "cudaEventCreate");
-    auto owned = std::make_unique<CudaEvent>(ours, device);
-    check(cudaEventRecord(ours, waiter), "cudaEventRecord");
-    return owned;
+    DeviceGuard on(device_of_stream(stream));
+    check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+          "cudaStreamWaitEvent (the caller's event)");
   }
   void wait_event(DeviceStream stream, DeviceEvent& event) override {
     RelaxedCapture relaxed;
@@ -493,16 +484,6 @@ class CudaRuntime final : public DeviceRuntime {
       fail(BAGUA_ERR_NOT_SUPPORTED, "this CUDA driver has no cuStreamWriteValue32, which device calls need");
     return write_value_;
   }
-  // One non-blocking stream per device for user_event, made on first use and kept.
-  cudaStream_t event_stream(int device) {
-    std::lock_guard<std::mutex> lock(event_streams_mutex_);
-    auto it = event_streams_.find(device);
-    if (it != event_streams_.end()) return it->second;
-    cudaStream_t stream;
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    event_streams_[device] = stream;
-    return stream;
-  }
   // The kernels of the device path on `device` (its current context), loaded before any call uses its streams.
   void load_kernels_once(int device) {
     std::lock_guard<std::mutex> lock(loaded_mutex_);
@@ -515,8 +496,6 @@ class CudaRuntime final : public DeviceRuntime {
   std::map<int, std::vector<GpuId>> reachable_;
   std::once_flag wait_once_, write_once_;
   WaitValue32 wait_value_ = nullptr, write_value_ = nullptr;
-  std::mutex event_streams_mutex_;
-  std::map<int, cudaStream_t> event_streams_;
 };
 
 }  // namespace
