@@ -2,6 +2,7 @@
 // caller's stream or, for the calls that cannot stage there, on the proxy's copy stream (docs/cuda.md).
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "base/error.h"
@@ -372,6 +373,10 @@ void DeviceOperation::release_staging() {
 }
 
 void DeviceOperation::advance(Transport& transport) {
+  // Staged on the caller's stream, the host operation's buffers are the staging: its builder and steps detect memory
+  // kinds without a driver call (one that a user thread waiting inside the driver could block).
+  std::optional<HostMemoryOnlyThread> host_only;
+  if (on_caller_stream_) host_only.emplace();
   switch (phase_) {
     case Phase::kWaitInput: {
       // Staged by the caller's stream, the operation makes no CUDA call: its first input word says the stream has
