@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algorithms/argument_checks.h"
@@ -117,4 +118,33 @@ TEST_CASE("per-thread default streams are ordered against the legacy stream only
     CHECK_THROWS_AS(probe.take(rt, comm, 0, reinterpret_cast<void*>(0x1), false), Error);
   }
   CHECK_NOTHROW(probe.take(rt, comm, 0, nullptr, false));
+}
+
+// A library thread whose calls name only host memory (the bucket scheduler's, a device operation staged on the
+// caller's stream) detects memory kinds without asking the runtime, which a user thread waiting inside the driver
+// could block; scopes nest, and other threads are unaffected.
+TEST_CASE("a host-memory-only thread detects host without the runtime", "[.][device_path]") {
+  DeviceRuntime& rt = device_runtime();
+  void* dev = rt.alloc_device(64, 0);
+  int device = 7;
+  CHECK_FALSE(HostMemoryOnlyThread::active());
+  {
+    HostMemoryOnlyThread outer;
+    CHECK(HostMemoryOnlyThread::active());
+    CHECK(rt.memory_type(dev, &device) == MemoryType::kHost);
+    CHECK(device == -1);
+    {
+      HostMemoryOnlyThread inner;
+      CHECK(rt.memory_type(dev, nullptr) == MemoryType::kHost);
+    }
+    CHECK(HostMemoryOnlyThread::active());  // the inner scope restored the outer one's setting
+    MemoryType elsewhere = MemoryType::kHost;
+    std::thread other([&] { elsewhere = rt.memory_type(dev, nullptr); });
+    other.join();
+    CHECK(elsewhere == MemoryType::kDevice);
+  }
+  CHECK_FALSE(HostMemoryOnlyThread::active());
+  CHECK(rt.memory_type(dev, &device) == MemoryType::kDevice);
+  CHECK(device == 0);
+  rt.free_device(dev);
 }
