@@ -240,15 +240,7 @@ void DeviceOperation::enqueue_output_on_caller_stream() {
 
 void DeviceOperation::enqueue_copies(const std::vector<DeviceCopy>& copies) {
   DeviceRuntime& runtime = proxy_.runtime();
-  // By kernel where the stream's device reaches both sides: a copy engine's queue can hold a copy parked behind a gate.
-  const bool by_kernel = runtime.stream_device(stream_) == device_;
-  for (const DeviceCopy& c : copies) {
-    if (c.bytes == 0) continue;
-    if (by_kernel)
-      runtime.kernel_copy_async(c.dst, c.src, c.bytes, stream_);
-    else
-      runtime.copy_async(c.dst, c.src, c.bytes, stream_);
-  }
+  for (const DeviceCopy& c : copies) runtime.staging_copy_async(c.dst, c.src, c.bytes, stream_, device_);
 }
 
 void DeviceOperation::enqueue_copies_then_signal(const std::vector<DeviceCopy>& copies, const StreamSignal& signal) {

@@ -99,6 +99,16 @@ class DeviceRuntime {
   // A copy by a kernel rather than a copy engine, between memory that kernels on the stream's device reach: that
   // device's memory, managed memory, alloc_mapped memory (docs/cuda.md, "What a parked stream blocks").
   virtual void kernel_copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
+  // A copy between device memory of `device` and alloc_mapped memory on a stream that must not wait behind a parked
+  // stream's copies: by kernel where the stream is on that device (a copy engine's queue can hold a copy parked behind
+  // a gate), else by copy engine.
+  void staging_copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream, int device) {
+    if (bytes == 0) return;
+    if (stream_device(stream) == device)
+      kernel_copy_async(dst, src, bytes, stream);
+    else
+      copy_async(dst, src, bytes, stream);
+  }
   // A stream of the library's own on `device`; it never waits for the legacy default stream.
   virtual DeviceStream create_stream(int device) = 0;
   virtual void destroy_stream(DeviceStream stream) = 0;

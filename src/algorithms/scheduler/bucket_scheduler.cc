@@ -803,14 +803,7 @@ void BucketScheduler::copy_back_at_wait(DeviceStream stream, uint64_t step, bool
     // After the step's copies in too: implied by the done word, except where a failure released it early.
     std::unique_ptr<DeviceEvent> staged = rt.record(stream_);
     rt.wait_event(stream, *staged);
-    const bool by_kernel = rt.stream_device(stream) == device_;
-    for (const Tensor& t : tensors_) {
-      if (t.bytes == 0) continue;
-      if (by_kernel)
-        rt.kernel_copy_async(t.data, t.staged, t.bytes, stream);
-      else
-        rt.copy_async(t.data, t.staged, t.bytes, stream);
-    }
+    for (const Tensor& t : tensors_) rt.staging_copy_async(t.data, t.staged, t.bytes, stream, device_);
   }
   std::shared_ptr<DeviceEvent> passed = rt.record(stream);
   if (!skipped) copied_back_ = passed;
