@@ -703,12 +703,10 @@ int device(bagua_comm_t comm) {
     // Device run: the same tensors in device memory.
     Model staged(counts, dtypes, 0);  // host images of the device tensors
     std::vector<void*> dev(counts.size());
+    if (weights) fill(staged, g_rank, 0);  // once: the copies below read it on `writer` meanwhile
     for (size_t t = 0; t < counts.size(); ++t) {
       dev[t] = rt.alloc_device(std::max<size_t>(1, staged.bytes(t)), 0);
-      if (weights) {
-        fill(staged, g_rank, 0);
-        rt.copy_async(dev[t], staged.ptrs[t], staged.bytes(t), writer);
-      }
+      if (weights) rt.copy_async(dev[t], staged.ptrs[t], staged.bytes(t), writer);
     }
     rt.synchronize(writer, 10000);
     bagua_scheduler_config_t cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
