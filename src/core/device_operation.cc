@@ -151,7 +151,8 @@ constexpr size_t kPipelineMaxPieces = 16;
 // With BAGUA_DEVICE_DATA_PATH=stream, any call whose staging is laid out at its start (not an in-host algorithm's
 // call, not a relaxation that computes on the device; those need the proxy's data path).
 bool DeviceOperation::can_stage_on_caller_stream() const {
-  return proxy_.comm().config().device_path_on_stream && lay_out_ && !deferred_ && build_ != nullptr;
+  return proxy_.comm().config().device_path_on_stream && lay_out_ && !deferred_ && build_ != nullptr &&
+         device_scratch_ == nullptr;  // (its host operation touches no device memory: HostMemoryOnlyThread)
 }
 
 bool DeviceOperation::pipelines_copies() const {
@@ -240,7 +241,8 @@ void DeviceOperation::enqueue_output_on_caller_stream() {
 
 void DeviceOperation::enqueue_copies(const std::vector<DeviceCopy>& copies) {
   DeviceRuntime& runtime = proxy_.runtime();
-  for (const DeviceCopy& c : copies) runtime.staging_copy_async(c.dst, c.src, c.bytes, stream_, device_);
+  const bool by_kernel = runtime.kernel_copies_on(stream_, device_);
+  for (const DeviceCopy& c : copies) runtime.staging_copy_async(c.dst, c.src, c.bytes, stream_, by_kernel);
 }
 
 void DeviceOperation::enqueue_copies_then_signal(const std::vector<DeviceCopy>& copies, const StreamSignal& signal) {

@@ -105,6 +105,7 @@ bool HostMemoryOnlyThread::active() { return t_host_memory_only; }
 
 MemoryType DeviceRuntime::memory_type(const void* ptr, int* device) {
   if (t_host_memory_only) {
+    check_host_only(ptr);
     if (device) *device = -1;
     return MemoryType::kHost;
   }

@@ -66,6 +66,9 @@ class HostMemoryOnlyThread {
 class DeviceRuntime {
  protected:
   virtual MemoryType query_memory_type(const void* ptr, int* device) = 0;
+  // Inside a HostMemoryOnlyThread scope, where the runtime can tell without a driver call: throws INTERNAL when ptr
+  // is device memory after all (the stand-in does; CUDA cannot cheaply).
+  virtual void check_host_only(const void*) {}
 
  public:
   virtual ~DeviceRuntime() = default;
@@ -99,12 +102,13 @@ class DeviceRuntime {
   // A copy by a kernel rather than a copy engine, between memory that kernels on the stream's device reach: that
   // device's memory, managed memory, alloc_mapped memory (docs/cuda.md, "What a parked stream blocks").
   virtual void kernel_copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
-  // A copy between device memory of `device` and alloc_mapped memory on a stream that must not wait behind a parked
-  // stream's copies: by kernel where the stream is on that device (a copy engine's queue can hold a copy parked behind
-  // a gate), else by copy engine.
-  void staging_copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream, int device) {
+  // Copies between device memory of `device` and alloc_mapped memory on a stream that must not wait behind a parked
+  // stream's copies go by kernel where the stream is on that device (a copy engine's queue can hold a copy parked
+  // behind a gate), else by copy engine: staging_copy_async(..., kernel_copies_on(stream, device)).
+  bool kernel_copies_on(DeviceStream stream, int device) { return stream_device(stream) == device; }
+  void staging_copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream, bool by_kernel) {
     if (bytes == 0) return;
-    if (stream_device(stream) == device)
+    if (by_kernel)
       kernel_copy_async(dst, src, bytes, stream);
     else
       copy_async(dst, src, bytes, stream);

@@ -137,6 +137,13 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   const char* name() const override { return "host stand-in"; }
   bool usable() override { return true; }
 
+  void check_host_only(const void* ptr) override {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(mutex_);  // (no driver turn: that is what the scope is for)
+    auto it = device_blocks_.upper_bound(p);
+    if (it != device_blocks_.begin() && p < std::prev(it)->first + std::prev(it)->second.bytes)
+      fail(BAGUA_ERR_INTERNAL, "a host-memory-only thread passed device memory ({}) to a call", ptr);
+  }
   MemoryType query_memory_type(const void* ptr, int* device) override {
     DriverTurn turn;  // (cudaPointerGetAttributes waited on the H200)
     auto p = reinterpret_cast<uintptr_t>(ptr);

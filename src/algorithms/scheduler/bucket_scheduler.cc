@@ -800,10 +800,10 @@ void BucketScheduler::copy_back_at_wait(DeviceStream stream, uint64_t step, bool
   }
   rt.wait_value(stream, static_cast<const volatile uint32_t*>(done_word_->data), static_cast<uint32_t>(step + 1));
   if (!skipped) {
-    // After the step's copies in too: implied by the done word, except where a failure released it early.
-    std::unique_ptr<DeviceEvent> staged = rt.record(stream_);
-    rt.wait_event(stream, *staged);
-    for (const Tensor& t : tensors_) rt.staging_copy_async(t.data, t.staged, t.bytes, stream, device_);
+    // (Not behind the step's copies in: after a failure released the word, one may wait for a caller's event that
+    // never completes. The contents are undefined then.)
+    const bool by_kernel = rt.kernel_copies_on(stream, device_);
+    for (const Tensor& t : tensors_) rt.staging_copy_async(t.data, t.staged, t.bytes, stream, by_kernel);
   }
   std::shared_ptr<DeviceEvent> passed = rt.record(stream);
   if (!skipped) copied_back_ = passed;
