@@ -5,7 +5,6 @@
 // low-precision replicas) lives in arrays indexed by tensor element, so a new bucket size carries it over.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
