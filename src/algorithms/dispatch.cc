@@ -443,21 +443,30 @@ std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kin
   return staged;
 }
 
-std::unique_ptr<Operation> make_device_computed_relaxation(Comm& comm, bagua_opkind_t kind,
-                                                           const RelaxationBuffers& buffers, void* stream,
-                                                           size_t staging_bytes, size_t device_scratch_bytes,
-                                                           TagKind tag_kind, bagua_datatype_t dtype, bagua_redop_t op,
-                                                           CallDetails details, const char* name,
-                                                           DeviceRelaxationBuilder build) {
+std::unique_ptr<Operation> make_device_computed_relaxation(
+    Comm& comm, bagua_opkind_t kind, const RelaxationBuffers& buffers, void* stream, size_t staging_bytes,
+    size_t device_scratch_bytes, bool on_caller_stream, TagKind tag_kind, bagua_datatype_t dtype, bagua_redop_t op,
+    CallDetails details, const char* name, DeviceRelaxationBuilder build) {
   std::unique_ptr<DeviceOperation> device_op =
       prepare_device_operation(comm, kind, stream, buffers.device, staging_bytes);
-  device_op->take_device_scratch(device_scratch_bytes);
+  if (on_caller_stream)
+    device_op->compute_on_caller_stream(device_scratch_bytes);
+  else
+    device_op->take_device_scratch(device_scratch_bytes);
   // Nothing can fail from here on: the sequence number is taken in call order.
   ScheduleContext ctx = make_context(comm, tag_kind, dtype, op, details);
-  std::string description =
-      fmt::format("{} #{} ({} bytes, device, compressed on the device)", name, ctx.sequence, buffers.bytes);
-  DeviceOperation* self = device_op.get();
-  device_op->set_host_operation([build = std::move(build), self, ctx] { return build(*self, ctx); }, description);
+  std::string description = fmt::format("{} #{} ({} bytes, device, compressed on the device{})", name, ctx.sequence,
+                                        buffers.bytes, on_caller_stream ? ", on the caller's stream" : "");
+  auto builder = std::make_shared<DeviceRelaxationBuilder>(std::move(build));
+  if (!on_caller_stream) {
+    DeviceOperation* self = device_op.get();
+    device_op->set_host_operation([builder, self, ctx] { return (*builder)(*self, ctx); }, description);
+    return device_op;
+  }
+  // Built at the call, on the staging the call takes (enqueue_input_on_caller_stream); handed over when it starts.
+  auto built = std::make_shared<std::unique_ptr<Operation>>();
+  device_op->lay_out_staging_at_start([builder, built, ctx](DeviceOperation& self) { *built = (*builder)(self, ctx); });
+  device_op->set_host_operation([builder, built] { return std::move(*built); }, description);
   return device_op;
 }
 

@@ -43,16 +43,18 @@ std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kin
                                                   bagua_redop_t op, CallDetails details, const char* name,
                                                   RelaxationBuilder build);
 // A relaxation that runs its own kernels on device memory (the quantized allreduce): no copies in or out, only
-// `staging_bytes` of mapped staging for what crosses the wire and `device_scratch_bytes` of device memory;
-// build(operation, context) runs on the proxy once the stream has reached the call, and launches its work through
-// the operation (issue_work).
+// `staging_bytes` of mapped staging for what crosses the wire and `device_scratch_bytes` of device memory.
+// - on_caller_stream (BAGUA_DEVICE_DATA_PATH=stream): build(operation, context) runs on the calling thread once the
+//   staging is taken, and sets the operation's phases (DeviceOperation::compute_on_caller_stream), which are
+//   enqueued on the caller's stream at the call; the scratch is ordered on that stream.
+// - else: build runs on the proxy once the stream has reached the call, and launches its work through the operation
+//   (issue_work) on the proxy's stream.
+// build is kept until the operation is freed.
 using DeviceRelaxationBuilder = std::function<std::unique_ptr<Operation>(DeviceOperation&, const ScheduleContext&)>;
-std::unique_ptr<Operation> make_device_computed_relaxation(Comm& comm, bagua_opkind_t kind,
-                                                           const RelaxationBuffers& buffers, void* stream,
-                                                           size_t staging_bytes, size_t device_scratch_bytes,
-                                                           TagKind tag_kind, bagua_datatype_t dtype, bagua_redop_t op,
-                                                           CallDetails details, const char* name,
-                                                           DeviceRelaxationBuilder build);
+std::unique_ptr<Operation> make_device_computed_relaxation(
+    Comm& comm, bagua_opkind_t kind, const RelaxationBuffers& buffers, void* stream, size_t staging_bytes,
+    size_t device_scratch_bytes, bool on_caller_stream, TagKind tag_kind, bagua_datatype_t dtype, bagua_redop_t op,
+    CallDetails details, const char* name, DeviceRelaxationBuilder build);
 
 // The context of the next operation on comm: takes its sequence number, so build nothing that can fail after.
 // details: what else every rank's call must agree on; it enters the call's fingerprint (core/tags.h).

@@ -7,6 +7,7 @@
 #include "api/api_guard.h"
 #include "api/op_helpers.h"
 #include "base/logging.h"
+#include "kernels/device_runtime.h"
 #include "kernels/dtype.h"
 
 struct bagua_qstate {
@@ -17,11 +18,18 @@ struct bagua_qstate {
 namespace bagua {
 namespace {
 
-// Counts a device call against its state until the call's operation is freed (destroy waits for none).
-std::shared_ptr<void> queued_on(QuantizedState* state) {
+// Counts a device call against its state until the call's operation is freed (destroy waits for none); on_stream:
+// a call that compresses on `stream`, its caller's.
+std::shared_ptr<void> queued_on(QuantizedState* state, bool on_stream = false, void* stream = nullptr) {
   if (state == nullptr) return nullptr;
   state->queued++;
-  return std::shared_ptr<void>(nullptr, [state](void*) { state->queued--; });
+  if (!on_stream) return std::shared_ptr<void>(nullptr, [state](void*) { state->queued--; });
+  state->queued_stream = stream;
+  state->queued_on_stream++;
+  return std::shared_ptr<void>(nullptr, [state](void*) {
+    state->queued_on_stream--;
+    state->queued--;
+  });
 }
 
 void check_float_dtype(bagua_datatype_t dtype) {
@@ -30,7 +38,7 @@ void check_float_dtype(bagua_datatype_t dtype) {
 
 std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbuf, void* recvbuf, size_t count,
                                           bagua_datatype_t dtype, bagua_redop_t op, const bagua_compression_t* cfg,
-                                          bagua_qstate* state, void* stream) {
+                                          bagua_qstate* state, void* stream, bool request) {
   Comm& comm = require_comm(handle);
   Codec codec = Codec::from_config(cfg);
   check_float_dtype(dtype);
@@ -52,31 +60,53 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     // allreduce algorithm: make the communicator's selector here, on the caller's thread, so that it only reads.
     selector_of(comm);
     const QuantizedArgs args{sendbuf, recvbuf, count, dtype, op};
-    // Compressing on the device (BAGUA_DEVICE_DATA_PATH=proxy only: its kernels run on the proxy's stream) needs more
-    // memory than staging the buffers (fp32 copies; the host's inputs): where that passes the limit or the device
-    // has not got it, the call is staged (nothing is taken or counted before the
-    // sequence number, so falling back has no side effect).
+    const bool on_stream = comm.config().device_path_on_stream;
+    // Compressing on the device needs more memory than staging the buffers (fp32 copies of fp16/bf16 inputs; the
+    // host's inputs): where that passes the limit or the device has not got it, the call is staged (nothing is taken
+    // or counted before the sequence number, so falling back has no side effect). On the caller's stream
+    // (BAGUA_DEVICE_DATA_PATH=stream) only a blocking call of the flat form does, on the stream's own device, and
+    // with a state only while no call that compresses on the host has it.
     const QuantizedDeviceMemory memory = quantized_device_memory(comm, args, codec);
     const size_t rounding = 512;  // (each lease is rounded up to 256 bytes)
-    if (!comm.config().device_path_on_stream && compresses_on_device(comm, args, impl) &&
-        memory.staging + memory.device + rounding <= comm.config().device_memory_limit) {
+    bool compute = compresses_on_device(comm, args, impl) &&
+                   memory.staging + memory.device + rounding <= comm.config().device_memory_limit;
+    if (compute && on_stream) {
+      compute = !request && compresses_on_caller_stream(comm, codec, impl) &&
+                device_runtime().stream_device(stream) == buffers.device &&
+                (impl == nullptr || (!impl->busy && impl->queued == impl->queued_on_stream));
+      if (compute && impl && impl->queued_on_stream > 0 && impl->queued_stream != stream)
+        fail(BAGUA_ERR_INVALID_USAGE,
+             "the qstate has calls queued on another stream (order a state's calls on one stream)");
+    }
+    if (compute) {
       try {
-        if (impl && impl->queued == 0 && !impl->busy) impl->reserve_device(buffers.device);
+        if (impl && on_stream)
+          impl->residual_to_device(buffers.device);  // (its calls in flight are on this stream: ordered)
+        else if (impl && impl->queued == 0 && !impl->busy)
+          impl->reserve_device(buffers.device);
         return make_device_computed_relaxation(
-            comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, memory.staging, memory.device, TagKind::kQuantized,
-            dtype, op, quantized_details(count, codec), "quantized_allreduce",
-            [&comm, args, codec, impl, in_queue = queued_on(impl)](DeviceOperation& device,
-                                                                   const ScheduleContext& ctx) {
-              if (impl && impl->busy)
+            comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, memory.staging, memory.device, on_stream,
+            TagKind::kQuantized, dtype, op, quantized_details(count, codec), "quantized_allreduce",
+            [&comm, args, codec, impl, on_stream, in_queue = queued_on(impl, on_stream, stream)](
+                DeviceOperation& device, const ScheduleContext& ctx) {
+              if (impl && impl->busy && !on_stream)
                 fail(BAGUA_ERR_INVALID_USAGE,
                      "the qstate is in use by an earlier call that has not finished "
                      "(order a state's calls on one stream)");
               return build_quantized_allreduce(comm, args, codec, impl, &ctx, &device);
             });
       } catch (const Error& e) {
-        if (e.status() != BAGUA_ERR_SYSTEM) throw;
+        // (a state with calls queued on the stream keeps its error feedback there: no staged call can take it)
+        if (e.status() != BAGUA_ERR_SYSTEM || (impl && on_stream && impl->queued_on_stream > 0)) throw;
         BAGUA_DEBUG("quantized allreduce staged: {}", e.what());
       }
+    }
+    if (impl && on_stream) {  // staged: the host's error feedback, moved here by the calling thread
+      if (impl->queued_on_stream > 0)
+        fail(BAGUA_ERR_INVALID_USAGE,
+             "the qstate's error feedback is in device memory, in use by calls queued on a stream; synchronize that "
+             "stream before a call that compresses on the host (a request, or one over the device memory limit)");
+      impl->residual_to_host();
     }
     return make_device_relaxation(
         comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, TagKind::kQuantized, dtype, op,
@@ -141,7 +171,7 @@ bagua_status_t bagua_quantized_allreduce(const void* sendbuf, void* recvbuf, siz
                                          bagua_redop_t op, const bagua_compression_t* cfg, bagua_qstate_t state,
                                          bagua_comm_t comm, void* stream) {
   return guarded(comm, "bagua_quantized_allreduce", [&] {
-    run_blocking(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state, stream));
+    run_blocking(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state, stream, false));
   });
 }
 
@@ -151,7 +181,7 @@ bagua_status_t bagua_iquantized_allreduce(const void* sendbuf, void* recvbuf, si
   return guarded(comm, "bagua_iquantized_allreduce", [&] {
     require_comm(comm);
     require_pointer(req, "req");
-    post_request(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state, nullptr), req);
+    post_request(comm, make_quantized(comm, sendbuf, recvbuf, count, dtype, op, cfg, state, nullptr, true), req);
   });
 }
 

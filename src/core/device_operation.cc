@@ -71,7 +71,42 @@ DeviceOperation::~DeviceOperation() {
   // synchronized the stream may use the state at once.
   build_ = nullptr;
   for (Piece& p : out_pieces_) p.gate.reset();  // (released before the call's gate, which the stream reaches after)
-  gate_.reset();                                // the last operation of its group on this stream releases it
+  for (auto& g : phase_gates_) g.reset();
+  gate_.reset();  // the last operation of its group on this stream releases it
+  // Scratch ordered on the caller's stream whose free was not enqueued: free it if nothing was enqueued (then this is
+  // the calling thread), else leave it (a free by the proxy thread is a CUDA call).
+  if (stream_scratch_ != nullptr && !stream_scratch_freed_ && !on_caller_stream_) {
+    try {
+      proxy_.runtime().free_device_async(stream_scratch_, stream_);
+    } catch (...) {
+    }
+  }
+}
+
+void DeviceOperation::compute_on_caller_stream(size_t stream_scratch_bytes) {
+  computes_on_caller_stream_ = true;
+  if (stream_scratch_bytes == 0) return;
+  device_room_ = proxy_.lease(stream_scratch_bytes, false);  // room only: the memory is the device's
+  void* p = nullptr;
+  try {
+    p = proxy_.runtime().alloc_device_async(stream_scratch_bytes, stream_);
+  } catch (...) {
+    device_room_.reset();
+    throw;
+  }
+  if (p == nullptr) {
+    device_room_.reset();
+    bagua::fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate {} bytes of device memory on device {}",
+                stream_scratch_bytes, device_);
+  }
+  stream_scratch_ = p;
+}
+
+void DeviceOperation::open_phase(size_t k) {
+  if (k < phase_gates_.size() && phase_gates_[k]) {
+    phase_gates_[k]->release();
+    phase_gates_[k].reset();
+  }
 }
 
 void DeviceOperation::take_device_scratch(size_t bytes) {
@@ -164,7 +199,8 @@ bool DeviceOperation::pipelines_copies() const {
 }
 
 void DeviceOperation::enqueue_input_on_caller_stream() {
-  if (auto block = proxy_.block_passed_along(stream_, staging_.bytes())) {
+  // (a call that computes on the stream writes its block at the call: never one that an earlier call still uses)
+  if (auto block = computes_on_caller_stream_ ? nullptr : proxy_.block_passed_along(stream_, staging_.bytes())) {
     // The stream's last call's block: this call's copies into it run after that call's gate.
     staging_.reset();  // (the room goes back)
     shared_staging_ = std::move(block);
@@ -176,6 +212,10 @@ void DeviceOperation::enqueue_input_on_caller_stream() {
     take_staging();  // the block and the copies' layout, now
     // fill() counted the block's growth as a submitted operation's; submit() counts the whole block.
     proxy_.uncount_submitted_staging(held_bytes() - before);
+  }
+  if (computes_on_caller_stream_) {
+    enqueue_phases_before_gate();
+    return;
   }
   if (pipelines_copies()) split_into_pieces();
   on_caller_stream_ = true;  // from here the destructor gives the signals back
@@ -227,7 +267,47 @@ void DeviceOperation::enqueue_output_pieces_on_caller_stream() {
   }
 }
 
+void DeviceOperation::enqueue_phases_before_gate() {
+  if (phases_.size() < 2) bagua::fail(BAGUA_ERR_INTERNAL, "{}: {} device phases", description(), phases_.size());
+  on_caller_stream_ = true;  // from here the destructor gives the signals back
+  signals_.reserve(phases_.size());
+  phase_words_.reserve(phases_.size() - 1);
+  for (size_t k = 0; k + 1 < phases_.size(); ++k) {
+    phase_words_.push_back(proxy_.take_signal());
+    signals_.push_back(phase_words_.back());
+  }
+  output_signal_ = proxy_.take_signal();
+  signals_.push_back(output_signal_);
+  first_input_signal_ = input_signal_ = phase_words_.front();
+  phase_gates_.resize(phases_.size() - 1);
+  enqueue_broken_ = true;  // until the last word before the gate is enqueued
+  for (size_t k = 0; k + 1 < phases_.size(); ++k) {
+    if (k > 0) phase_gates_[k] = proxy_.park(stream_);
+    phases_[k](stream_);
+    proxy_.runtime().write_value(stream_, phase_words_[k].word, phase_words_[k].value);
+  }
+  enqueue_broken_ = false;
+  input_signalled_ = true;
+}
+
+void DeviceOperation::enqueue_last_phase() {
+  enqueue_broken_ = true;  // until the output word is enqueued
+  phases_.back()(stream_);
+  if (stream_scratch_ != nullptr) {
+    proxy_.runtime().free_device_async(stream_scratch_, stream_);
+    stream_scratch_freed_ = true;
+  }
+  proxy_.runtime().write_value(stream_, output_signal_.word, output_signal_.value);
+  enqueue_broken_ = false;
+  output_signalled_ = true;
+  phases_.clear();  // enqueued: what the closures hold is no longer needed
+}
+
 void DeviceOperation::enqueue_output_on_caller_stream() {
+  if (computes_on_caller_stream_) {
+    enqueue_last_phase();
+    return;
+  }
   std::vector<DeviceCopy> copies;
   if (out_pieces_.empty()) copies = copies_out_;
   for (const Piece& p : out_pieces_)
@@ -429,6 +509,8 @@ void DeviceOperation::advance(Transport& transport) {
         // A pipelined algorithm may end before pieces that no step touches are in: a request's output copies (not
         // ordered after them) and the staging's reuse wait for the last input word.
         if (!input_signal_.reached()) return;
+        for (const StreamSignal& word : phase_words_)  // (the device work before the gate ends before the call)
+          if (!word.reached()) return;
         // Done: the caller's stream copies the output back after the gates, the pieces' now, the call's once
         // ~DeviceOperation has handed everything back (as for any call); the proxy hands the staging back after
         // those copies.

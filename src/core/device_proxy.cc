@@ -343,6 +343,9 @@ DeviceStream DeviceProxy::copy_stream(int device) {
 void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<DeviceCompletion> completion) {
   try {
     op->claim().take(runtime_, comm_.id(), comm_.rank(), op->stream(), true);
+    if (op->computes_on_caller_stream() && (completion || !op->can_stage_on_caller_stream()))
+      bagua::fail(BAGUA_ERR_INTERNAL, "{}: device phases need a blocking call on the caller's stream",
+                  op->description());
     if (!op->ordered()) {
       if (op->can_stage_on_caller_stream()) {
         op->enqueue_input_on_caller_stream();

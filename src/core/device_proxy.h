@@ -149,6 +149,21 @@ class DeviceOperation final : public Operation, private StagingWindow {
   void enqueue_output_pieces_on_caller_stream();
   void enqueue_output_on_caller_stream();
   bool on_caller_stream() const { return on_caller_stream_; }
+  // Device work of the call's own on the caller's stream, in phases around its host operation (docs/cuda.md,
+  // "Compression on the caller's stream"), enqueued at the call:
+  //   [phase 0] [word 0] [gate 1] [phase 1] [word 1] ... [gate n-1: the call's] [phase n-1] [output word]
+  // The host operation sends what phase k wrote once phase_done(k), and opens gate k (open_phase) once phase k may
+  // read what the rounds received; the last phase runs once the operation has ended. Such a call takes its own
+  // staging block (its builder writes it at the call) and hands it to no later call. At the call, before the
+  // sequence number: stream_scratch_bytes of device memory ordered on the caller's stream (freed there after the
+  // last phase), counted under BAGUA_DEVICE_MEMORY_LIMIT; throws SYSTEM when out of memory.
+  void compute_on_caller_stream(size_t stream_scratch_bytes);
+  bool computes_on_caller_stream() const { return computes_on_caller_stream_; }
+  unsigned char* stream_scratch() const { return static_cast<unsigned char*>(stream_scratch_); }
+  // Set by the lay-out (lay_out_staging_at_start), which runs on the calling thread once the staging is taken.
+  void set_phases(std::vector<std::function<void(DeviceStream)>> phases) { phases_ = std::move(phases); }
+  bool phase_done(size_t k) const { return phase_words_[k].reached(); }
+  void open_phase(size_t k);
   // Whether the proxy thread makes CUDA calls for it (not when staged on the caller's stream).
   bool makes_device_calls() const { return !on_caller_stream_; }
   // Submitted: counted as waiting to start (DeviceProxy::lease leaves idle blocks to such operations) until its input
@@ -236,6 +251,9 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // Enqueues the copies on the caller's stream (then the signal's write).
   void enqueue_copies(const std::vector<DeviceCopy>& copies);
   void enqueue_copies_then_signal(const std::vector<DeviceCopy>& copies, const StreamSignal& signal);
+  // compute_on_caller_stream's phases up to the call's gate, and the last one.
+  void enqueue_phases_before_gate();
+  void enqueue_last_phase();
   void copy_all(const std::vector<DeviceCopy>& copies, DeviceStream stream);
 
   DeviceProxy& proxy_;
@@ -273,6 +291,14 @@ class DeviceOperation final : public Operation, private StagingWindow {
   bool input_signalled_ = false, output_signalled_ = false;  // their writes are enqueued
   bool enqueue_broken_ = false;  // a copy may be enqueued whose signal is not: the staging is never reused
   std::vector<Piece> in_pieces_, out_pieces_;
+  // compute_on_caller_stream: the phases, the words after each but the last, the gates before each but the first
+  // (gate k at [k]; the last is the call's gate_), and the scratch ordered on the caller's stream.
+  bool computes_on_caller_stream_ = false;
+  std::vector<std::function<void(DeviceStream)>> phases_;
+  std::vector<StreamSignal> phase_words_;
+  std::vector<std::shared_ptr<StreamGate>> phase_gates_;
+  void* stream_scratch_ = nullptr;
+  bool stream_scratch_freed_ = false;  // its free is enqueued after the last phase
   std::vector<Range> output_ranges_;
   size_t early_pieces_ = 0;  // output pieces copied out while the host operation still had steps to run
   size_t arrived_pieces_ = 0;

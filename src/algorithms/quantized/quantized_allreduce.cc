@@ -140,9 +140,11 @@ struct QuantizedWork {
   uint8_t* mine;                      // my reduced block, compressed
   float* acc;                         // my reduced block, fp32 (x's own block when x is scratch)
   std::vector<uint8_t*> peer_result;  // rail: [k] local peer k's compressed slice of the result
-  // Set when this rank compresses on the device (flat form): sendbuf, recvbuf and the error feedback are device
-  // memory, the scratch is the operation's mapped staging, and every step launches on the operation's stream.
+  // Set when this rank compresses on the device: sendbuf, recvbuf and the error feedback are device memory, the
+  // scratch is the operation's mapped staging. Every step launches on the operation's stream, or (the operation
+  // computes on the caller's stream) the phases enqueue the steps' work on phase_stream at the call.
   DeviceOperation* device = nullptr;
+  DeviceStream phase_stream = nullptr;
   uint8_t* send_stage = nullptr;  // (device, hierarchical) ScratchLayout's stages
   uint8_t* recv_stage = nullptr;
   float* peer_x = nullptr;
@@ -193,10 +195,13 @@ struct QuantizedWork {
       reduce_from(x + begin, x + begin, values, n, BAGUA_FLOAT32, BAGUA_SUM);
     }
   }
-  // Device work of this call, on the device operation's stream.
+  // Device work of this call, on the device operation's stream (or the caller's, while a phase is enqueued).
   template <typename F>
   void launch(F&& work) {
-    device->issue_work([&](DeviceStream s) { work(device->proxy().runtime(), s); });
+    if (device->computes_on_caller_stream())
+      work(device->proxy().runtime(), phase_stream);
+    else
+      device->issue_work([&](DeviceStream s) { work(device->proxy().runtime(), s); });
   }
   void compress(const float* values, size_t n, float* error, const RoundingKey& k, uint8_t* out) {
     if (!device) {
@@ -345,6 +350,39 @@ std::unique_ptr<Operation> build_full_precision(Comm& comm, const QuantizedArgs&
   return op;
 }
 
+// The flat form's device work on the caller's stream (DeviceOperation::compute_on_caller_stream), the host form's
+// steps in the host form's order, so the bits are the same: phase 0 compresses every block for the alltoall; phase
+// 1, once every input has arrived, sums this rank's block (own input first, the others in shift order) and
+// compresses it for the allgather; phase 2, once the allgather has ended, decompresses the output.
+void enqueue_flat_phases(const std::shared_ptr<QuantizedWork>& w, const std::vector<int>& shifts, size_t own_count) {
+  auto phase = [w](std::function<void(QuantizedWork&)> steps) {
+    return [w, steps = std::move(steps)](DeviceStream stream) {
+      w->phase_stream = stream;
+      steps(*w);
+    };
+  };
+  const int g = w->group.index, m = w->m();
+  auto to = [g, m](int k) { return (g + k) % m; };
+  auto from = [g, m](int k) { return (g - k + m) % m; };
+  std::vector<std::function<void(DeviceStream)>> phases;
+  phases.push_back(phase([shifts, to](QuantizedWork& work) {
+    work.prepare();
+    for (int k : shifts)
+      if (work.length(to(k)) > 0) work.compress_block(to(k));
+  }));
+  phases.push_back(phase([shifts, own_count, from](QuantizedWork& work) {
+    if (own_count == 0) return;
+    work.owner_begin();
+    for (int k : shifts) work.owner_add(from(k));
+    work.owner_compress();
+  }));
+  phases.push_back(phase([g, m, from](QuantizedWork& work) {
+    work.finish(g);
+    for (int k = 1; k < m; ++k) work.finish(from(k));
+  }));
+  w->device->set_phases(std::move(phases));
+}
+
 }  // namespace
 
 CallDetails quantized_details(size_t count, const Codec& codec) {
@@ -356,6 +394,11 @@ CallDetails quantized_details(size_t count, const Codec& codec) {
 bool compresses_on_device(const Comm& comm, const QuantizedArgs& a, const QuantizedState* state) {
   if (state && state->shares_error()) return false;
   return a.count > 0 && a.count * datatype_size(a.dtype) >= quantized_min_bytes(comm);
+}
+
+bool compresses_on_caller_stream(const Comm& comm, const Codec& codec, const QuantizedState* state) {
+  const QuantizedGroup grp = state ? state->group() : QuantizedGroup::of(comm, codec);
+  return !grp.hierarchical && !grp.rail && grp.local_peers.empty() && grp.index >= 0 && grp.members.size() > 1;
 }
 
 QuantizedDeviceMemory quantized_device_memory(const Comm& comm, const QuantizedArgs& a, const Codec& codec) {
@@ -415,8 +458,13 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   const ScratchLayout scratch = layout_scratch(grp, codec, count, a.dtype, device != nullptr);
   uint8_t* base;
   std::shared_ptr<uint8_t[]> own_scratch;
+  const bool phased = device != nullptr && device->computes_on_caller_stream();
+  if (phased && (grp.hierarchical || grp.rail || m < 2 || !member))
+    fail(BAGUA_ERR_INTERNAL,
+         "quantized allreduce: only the flat form of 2 ranks or more computes on the caller's stream");
+  unsigned char* device_scratch = !device ? nullptr : phased ? device->stream_scratch() : device->device_scratch();
   if (device) {
-    if (device->staging_bytes() < scratch.total || (scratch.device_total > 0 && device->device_scratch() == nullptr))
+    if (device->staging_bytes() < scratch.total || (scratch.device_total > 0 && device_scratch == nullptr))
       fail(BAGUA_ERR_INTERNAL, "quantized allreduce: {} bytes of staging for {} of scratch", device->staging_bytes(),
            scratch.total);
     base = device->staging();
@@ -434,11 +482,11 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   w->worker_error = state ? state->worker_error() : nullptr;
   w->owner_error = state ? state->owner_error() : nullptr;
   if (own_scratch) s->hold(own_scratch);
-  if (state) {
+  if (state && !phased) {  // (phased: its device work is ordered on one stream with the state's other calls)
     state->busy = true;
     s->hold(std::shared_ptr<void>(nullptr, [state](void*) { state->busy = false; }));
   }
-  uint8_t* fp32_base = device ? device->device_scratch() : base;  // x and peer_x
+  uint8_t* fp32_base = device ? device_scratch : base;  // x and peer_x
   w->x = w->own_x ? reinterpret_cast<float*>(fp32_base + scratch.x_at)
                   : const_cast<float*>(static_cast<const float*>(a.sendbuf));
   w->local_in = base + scratch.local_at;
@@ -469,7 +517,8 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   s->hold(w);
 
   QuantizedWork* work = w.get();
-  auto timed = [work](std::function<void()> task) {
+  auto timed = [work, phased](std::function<void()> task) {
+    if (phased) return call_step([] {});  // the phases enqueued this work at the call
     return call_step([work, task = std::move(task)] {
       auto t0 = std::chrono::steady_clock::now();
       task();
@@ -551,11 +600,14 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   const size_t largest_block = ring::chunk_size(ring::chunk_size(count, grp.local_size, 0), m, 0);
   const bool one_round =
       m > 2 && static_cast<size_t>(m - 1) * codec.compressed_bytes(largest_block) <= quantized_one_round_bytes(comm);
+  const size_t first_alltoall_round = s->rounds().size();
+  size_t first_allgather_round = 0;
   if (one_round) {  // the alltoall, then the owners' results straight to everyone (no ring)
     s->round();
     s->round();
     Round& alltoall = s->rounds()[s->rounds().size() - 2];
     Round& allgather = s->rounds().back();
+    first_allgather_round = s->rounds().size() - 1;
     if (exchanges) {
       for (int k : shifts) {
         if (own_count > 0)
@@ -603,6 +655,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     // pairwise rounds (owner g straight to g + k, as in the alltoall): 16 MiB 8-bit 82-94 against 67-79 ms.
     const int ring_rounds = std::max(1, m - 1);
     const size_t first_gather_round = s->rounds().size();
+    first_allgather_round = first_gather_round;
     for (int t = 0; t < ring_rounds; ++t) s->round();
     auto gather_round = [&](int t) -> Round& { return s->rounds()[first_gather_round + t]; };
     // Work for the round after round t (its `during`), or after the last round.
@@ -662,7 +715,18 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
       unstage_output(spread, 0, count);
     }
   }
-  if (device) {
+  if (phased) {
+    // Phase 0 compressed what the alltoall sends (the operation starts once it has); phase 1, once the alltoall has
+    // received every input, sums and compresses this rank's block for the allgather; phase 2 decompresses the
+    // output once the operation has ended.
+    for (size_t r = first_alltoall_round; r < first_allgather_round; ++r)
+      s->rounds()[r].ready = [device] { return device->phase_done(0); };
+    s->rounds()[first_allgather_round - 1].after.push_back(call_step([device] { device->open_phase(1); }));
+    for (size_t r = first_allgather_round; r < s->rounds().size(); ++r)
+      s->rounds()[r].ready = [device] { return device->phase_done(1); };
+    enqueue_flat_phases(w, shifts, own_count);
+    device->proxy().count_compressed_on_device();
+  } else if (device) {
     // What a round sends was compressed by kernels issued before it: post it once they have finished.
     for (Round& round : s->rounds())
       if (!round.sends.empty()) round.ready = [device] { return device->work_done(); };

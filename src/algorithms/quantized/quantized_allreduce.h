@@ -89,6 +89,10 @@ class QuantizedState {
   std::vector<uint8_t>& scratch() { return scratch_; }
   std::atomic<bool> busy{false};  // an operation using this state is in flight (cleared by whichever thread frees it)
   std::atomic<int> queued{0};     // device calls enqueued with this state and not yet freed
+  // Of those, the calls that compress on their caller's stream (its error feedback in device memory, ordered by that
+  // stream), and the stream.
+  std::atomic<int> queued_on_stream{0};
+  void* queued_stream = nullptr;
 
  private:
   const Comm* comm_;
@@ -128,6 +132,9 @@ CallDetails quantized_details(size_t count, const Codec& codec);
 // state that keeps its own error feedback (not the bucket scheduler's). Otherwise it is staged and compresses on
 // the host. Either way the messages and results are the same, so ranks need not agree on it.
 bool compresses_on_device(const Comm& comm, const QuantizedArgs& args, const QuantizedState* state);
+// Whether the form the call takes can compress on its caller's stream (BAGUA_DEVICE_DATA_PATH=stream): the flat one,
+// on 2 ranks or more.
+bool compresses_on_caller_stream(const Comm& comm, const Codec& codec, const QuantizedState* state);
 // What such a call needs: mapped staging for what crosses the wire (compressed blocks; in the hierarchical forms the
 // host's inputs and the full-precision input and output), and device memory for fp32 copies (of fp16/bf16 inputs,
 // of the host's sum).
