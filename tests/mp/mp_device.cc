@@ -467,6 +467,43 @@ int blocked(bagua_comm_t comm) {
   }
   DeviceProxy& proxy = comm->impl->device_proxy();
   {
+    // Two quantized allreduces with error feedback that compress on the caller's stream (kernels in three phases
+    // around two gates each), queued, then the downloads: the proxy thread makes no CUDA call for them. Oracle: the
+    // same calls on a host state, byte for byte.
+    const size_t count = 1 << 16, bytes = count * 4;
+    bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+    cfg.error_feedback = 1;
+    cfg.hierarchical = BAGUA_HIERARCHICAL_OFF;
+    bagua_qstate_t host_state, dev_state;
+    MP_OK(bagua_qstate_create(comm, count, BAGUA_FLOAT32, &cfg, &host_state));
+    MP_OK(bagua_qstate_create(comm, count, BAGUA_FLOAT32, &cfg, &dev_state));
+    std::vector<std::vector<uint8_t>> want(2), got(2, std::vector<uint8_t>(bytes));
+    std::vector<void*> dev(2);
+    for (int step = 0; step < 2; ++step) {
+      want[step] = relaxation_input(count, BAGUA_FLOAT32, step);
+      dev[step] = g_rt->alloc_device(bytes, 0);
+      g_rt->copy_async(dev[step], want[step].data(), bytes, stream);
+      MP_OK(bagua_quantized_allreduce(want[step].data(), want[step].data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg,
+                                      host_state, comm, nullptr));
+    }
+    const uint64_t on_device = proxy.compressed_on_device();
+    auto start = Clock::now();
+    for (int step = 0; step < 2; ++step)
+      MP_OK(bagua_quantized_allreduce(dev[step], dev[step], count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, dev_state, comm,
+                                      stream));
+    for (int step = 0; step < 2; ++step) g_rt->copy_async(got[step].data(), dev[step], bytes, stream);
+    const double took = since(start);
+    MP_CHECK(got == want);
+    MP_CHECK(proxy.compressed_on_device() == on_device + 2);
+    MP_CHECK(took < 2.5);  // two copies of 200 ms, no timeout
+    if (g_rank == 0)
+      std::printf("blocked: two quantized allreduces compressed on the caller's stream completed in %.2f s, exact\n",
+                  took);
+    MP_OK(bagua_qstate_destroy(host_state));
+    MP_OK(bagua_qstate_destroy(dev_state));
+    for (void* d : dev) g_rt->free_device(d);
+  }
+  {
     // 8 MiB: 8 input pieces of 1 MiB, each followed by its word, and 8 output pieces, each behind its gate.
     DevBuf b(1 << 20);
     for (size_t i = 0; i < b.host.size(); ++i) b.host[i] = static_cast<int64_t>(i % 1000) * (g_rank + 1);
@@ -1026,6 +1063,72 @@ int quantized_formats(bagua_comm_t comm, void* stream) {
   return 0;
 }
 
+// On the caller's stream a state's calls that compress on the device keep its error feedback in device memory,
+// ordered by that stream. While one is queued, a call on another stream and a request (which compresses on the host)
+// are refused, with no side effect; once the stream is synchronized, both run, and the request moves the error
+// feedback back to host memory. Oracle: the same three calls on a host state, byte for byte, residual included.
+int quantized_state_rules(bagua_comm_t comm, void* stream) {
+  StandinControl* standin = standin_control();
+  if (proxy_path(comm) || standin == nullptr) return 0;
+  const size_t count = 30000, bytes = count * 4;
+  bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+  cfg.error_feedback = 1;
+  cfg.hierarchical = BAGUA_HIERARCHICAL_OFF;
+  bagua_qstate_t host_state, dev_state;
+  MP_OK(bagua_qstate_create(comm, count, BAGUA_FLOAT32, &cfg, &host_state));
+  MP_OK(bagua_qstate_create(comm, count, BAGUA_FLOAT32, &cfg, &dev_state));
+  void* other = g_rt->create_stream(0);
+  void* dev = g_rt->alloc_device(bytes, 0);
+  DeviceProxy& proxy = comm->impl->device_proxy();
+  const uint64_t on_device_before = proxy.compressed_on_device();
+  for (int step = 0; step < 3; ++step) {
+    std::vector<uint8_t> want = relaxation_input(count, BAGUA_FLOAT32, step), in = want, got(bytes);
+    MP_OK(bagua_quantized_allreduce(want.data(), want.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, host_state, comm,
+                                    nullptr));
+    if (step == 0) {  // held behind 300 ms of stream work, so that the call is still queued below
+      standin->run_on_stream(stream, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+      g_rt->copy_async(dev, in.data(), bytes, stream);
+      MP_OK(bagua_quantized_allreduce(dev, dev, count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, dev_state, comm, stream));
+      MP_CHECK(bagua_quantized_allreduce(dev, dev, count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, dev_state, comm, other) ==
+               BAGUA_ERR_INVALID_USAGE);
+      MP_CHECK(std::strstr(bagua_get_last_error(comm), "another stream") != nullptr);
+      bagua_request_t req = nullptr;
+      MP_CHECK(bagua_iquantized_allreduce(dev, dev, count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, dev_state, comm, &req) ==
+               BAGUA_ERR_INVALID_USAGE);
+      MP_CHECK(std::strstr(bagua_get_last_error(comm), "synchronize that stream") != nullptr && req == nullptr);
+      g_rt->copy_async(got.data(), dev, bytes, stream);
+      sync(stream);
+    } else if (step == 1) {  // a request: staged, compressed on the host
+      g_rt->copy_async(dev, in.data(), bytes, stream);
+      sync(stream);
+      bagua_request_t req = nullptr;
+      MP_OK(bagua_iquantized_allreduce(dev, dev, count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, dev_state, comm, &req));
+      MP_OK(bagua_wait(req));
+      g_rt->copy_async(got.data(), dev, bytes, stream);
+      sync(stream);
+    } else {  // the other stream, now that nothing is queued
+      g_rt->copy_async(dev, in.data(), bytes, other);
+      MP_OK(bagua_quantized_allreduce(dev, dev, count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, dev_state, comm, other));
+      g_rt->copy_async(got.data(), dev, bytes, other);
+      sync(other);
+    }
+    if (got != want) {
+      std::fprintf(stderr, "rank %d: state rules, step %d: device differs from host\n", g_rank, step);
+      return 1;
+    }
+  }
+  MP_CHECK(proxy.compressed_on_device() == on_device_before + 2);  // (not the request)
+  std::vector<float> rh(count), rd(count);
+  MP_OK(bagua_qstate_residual(host_state, rh.data(), count));
+  MP_OK(bagua_qstate_residual(dev_state, rd.data(), count));
+  MP_CHECK(std::memcmp(rh.data(), rd.data(), bytes) == 0);
+  MP_OK(bagua_qstate_destroy(host_state));
+  MP_OK(bagua_qstate_destroy(dev_state));
+  g_rt->free_device(dev);
+  g_rt->destroy_stream(other);
+  return 0;
+}
+
 int relaxations(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
   const size_t count = 50000;
@@ -1080,6 +1183,7 @@ int relaxations(bagua_comm_t comm) {
     }
   }
   if (quantized_formats(comm, stream) != 0) return 1;
+  if (quantized_state_rules(comm, stream) != 0) return 1;
   // A state with a call still queued is not freed (the stand-in holds the stream so the call cannot have run).
   if (StandinControl* standin = standin_control()) {
     bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
