@@ -120,6 +120,8 @@ step() {
   step device:pipelined 90 $RUN -n 4 sh -c 'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" pipelined' \
     $B/mp_device
   step device:failure-quantized 60 env BAGUA_TIMEOUT=4 BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 3 $B/mp_device failure quantized
+  # The same with the kernels in phases on the caller's stream (the default).
+  step device:failure-quantized-stream 60 env BAGUA_TIMEOUT=4 $RUN -n 3 $B/mp_device failure quantized
   # Two ranks naming the one GPU differently, by index and by UUID: the same GPU, so the IPC path is taken.
   uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1)
   step device:visible 60 env BAGUA_IPC_CACHE_ENTRIES=2 $RUN -n 2 sh -c \
@@ -129,9 +131,10 @@ step() {
   if command -v compute-sanitizer >/dev/null; then
     step sanitizer 150 env BAGUA_TIMEOUT=120 $RUN -n 2 compute-sanitizer --tool memcheck --error-exitcode 9 \
       $B/mp_device semantics
-    # Every CUDA kernel (odd counts and chunks, offset buffers), and the relaxations compressing on the GPU.
+    # Every CUDA kernel (odd counts and chunks, offset buffers), and the relaxations compressing on the GPU (on the
+    # caller's stream, the default).
     step sanitizer:kernels 180 compute-sanitizer --tool memcheck --error-exitcode 9 $B/cuda_kernels
-    step sanitizer:quantized 150 env BAGUA_TIMEOUT=120 BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 2 compute-sanitizer --tool memcheck \
+    step sanitizer:quantized 150 env BAGUA_TIMEOUT=120 $RUN -n 2 compute-sanitizer --tool memcheck \
       --error-exitcode 9 $B/mp_device relaxations
   elif [ -z "$ONLY" ] || [[ "$ONLY" == *",sanitizer,"* ]]; then
     echo "== sanitizer: compute-sanitizer not found"
@@ -152,8 +155,11 @@ step() {
       'BAGUA_HOST_ID=gpu-check-host$BAGUA_RANK exec "$0" -M device -b 4M -e 256M -f 4' $B/bagua_allreduce_perf
   done
   # The quantized allreduce on device memory between two logical hosts on the one GPU, 64 MiB.
-  step perf:quantized 90 $RUN -n 2 sh -c 'BAGUA_HOST_ID=gpu-check-host$BAGUA_RANK exec "$0" -M device -b 64M -e 64M' \
-    $B/bagua_quantized_perf
+  # Compressed on the caller's stream (the default), then by the proxy thread.
+  for p in stream proxy; do
+    step perf:quantized-$p 90 env BAGUA_DEVICE_DATA_PATH=$p $RUN -n 2 sh -c \
+      'BAGUA_HOST_ID=gpu-check-host$BAGUA_RANK exec "$0" -M device -b 64M -e 64M' $B/bagua_quantized_perf
+  done
   # torch.distributed's gloo on CUDA tensors (and NCCL's refusal of two ranks on one GPU), when python3 has torch.
   step perf:torch 150 perf/gpu/compare.sh build
   echo "== result: $([ $status = 0 ] && echo ok || echo "FAILED: ${failed[*]}")"
