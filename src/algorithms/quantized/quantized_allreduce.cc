@@ -350,21 +350,35 @@ std::unique_ptr<Operation> build_full_precision(Comm& comm, const QuantizedArgs&
   return op;
 }
 
-// The flat form's device work on the caller's stream (DeviceOperation::compute_on_caller_stream), the host form's
-// steps in the host form's order, so the bits are the same: phase 0 compresses every block for the alltoall; phase
-// 1, once every input has arrived, sums this rank's block (own input first, the others in shift order) and
-// compresses it for the allgather; phase 2, once the allgather has ended, decompresses the output.
-void enqueue_flat_phases(const std::shared_ptr<QuantizedWork>& w, const std::vector<int>& shifts, size_t own_count) {
+// The device work of the flat and rail forms on the caller's stream (DeviceOperation::compute_on_caller_stream): the
+// host form's steps in the host form's order, so the bytes are the same.
+// - rail only, first: the input slices of the host's other ranks copied into the staging, for the exchange;
+// - compression: (rail: the host's slices summed into x) every block compressed for the alltoall;
+// - once every input has arrived: this rank's block summed (own input first, the others in shift order) and
+//   compressed for the allgather;
+// - once the operation has ended: the output decompressed (rail: the host's other slices too, from the compressed
+//   results they sent).
+void enqueue_phases(const std::shared_ptr<QuantizedWork>& w, const std::vector<int>& shifts, size_t own_count) {
   auto phase = [w](std::function<void(QuantizedWork&)> steps) {
     return [w, steps = std::move(steps)](DeviceStream stream) {
       w->phase_stream = stream;
       steps(*w);
     };
   };
-  const int g = w->group.index, m = w->m();
+  const int g = w->group.index, m = w->m(), nlocal = static_cast<int>(w->group.local_peers.size());
   auto to = [g, m](int k) { return (g + k) % m; };
   auto from = [g, m](int k) { return (g - k + m) % m; };
   std::vector<std::function<void(DeviceStream)>> phases;
+  if (w->group.rail)
+    phases.push_back(phase([nlocal](QuantizedWork& work) {
+      const size_t elem = datatype_size(work.dtype);
+      for (int k = 0; k < nlocal; ++k) {
+        const int theirs = work.peer_local_index(k);
+        const size_t at = work.group.slice_begin_of(work.count, theirs) * elem;
+        work.copy_bytes(work.send_stage + at, static_cast<const uint8_t*>(work.sendbuf) + at,
+                        work.group.slice_count_of(work.count, theirs) * elem);
+      }
+    }));
   phases.push_back(phase([shifts, to](QuantizedWork& work) {
     work.prepare();
     for (int k : shifts)
@@ -376,9 +390,11 @@ void enqueue_flat_phases(const std::shared_ptr<QuantizedWork>& w, const std::vec
     for (int k : shifts) work.owner_add(from(k));
     work.owner_compress();
   }));
-  phases.push_back(phase([g, m, from](QuantizedWork& work) {
+  phases.push_back(phase([g, m, nlocal, from](QuantizedWork& work) {
     work.finish(g);
     for (int k = 1; k < m; ++k) work.finish(from(k));
+    if (work.group.rail)
+      for (int k = 0; k < nlocal; ++k) work.finish_peer(k);
   }));
   w->device->set_phases(std::move(phases));
 }
@@ -398,7 +414,7 @@ bool compresses_on_device(const Comm& comm, const QuantizedArgs& a, const Quanti
 
 bool compresses_on_caller_stream(const Comm& comm, const Codec& codec, const QuantizedState* state) {
   const QuantizedGroup grp = state ? state->group() : QuantizedGroup::of(comm, codec);
-  return !grp.hierarchical && !grp.rail && grp.local_peers.empty() && grp.index >= 0 && grp.members.size() > 1;
+  return (!grp.hierarchical || grp.rail) && grp.index >= 0 && grp.members.size() > 1;
 }
 
 QuantizedDeviceMemory quantized_device_memory(const Comm& comm, const QuantizedArgs& a, const Codec& codec) {
@@ -459,9 +475,9 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   uint8_t* base;
   std::shared_ptr<uint8_t[]> own_scratch;
   const bool phased = device != nullptr && device->computes_on_caller_stream();
-  if (phased && (grp.hierarchical || grp.rail || m < 2 || !member))
+  if (phased && ((grp.hierarchical && !grp.rail) || m < 2 || !member))
     fail(BAGUA_ERR_INTERNAL,
-         "quantized allreduce: only the flat form of 2 ranks or more computes on the caller's stream");
+         "quantized allreduce: only the flat and rail forms of 2 groups or more compute on the caller's stream");
   unsigned char* device_scratch = !device ? nullptr : phased ? device->stream_scratch() : device->device_scratch();
   if (device) {
     if (device->staging_bytes() < scratch.total || (scratch.device_total > 0 && device_scratch == nullptr))
@@ -716,15 +732,22 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     }
   }
   if (phased) {
-    // Phase 0 compressed what the alltoall sends (the operation starts once it has); phase 1, once the alltoall has
-    // received every input, sums and compresses this rank's block for the allgather; phase 2 decompresses the
-    // output once the operation has ended.
+    // The rounds before the alltoall (rail: the exchange of input slices) send what phase 0 staged; the alltoall what
+    // the compression phase wrote, once the rounds before it have received what it reads; the allgather (and the
+    // rail's spread) what the owner's phase wrote, once the alltoall has received every input. The last phase runs
+    // once the operation has ended.
+    const size_t compress_phase = grp.rail ? 1 : 0;
+    auto ready_after = [device](size_t phase) { return [device, phase] { return device->phase_done(phase); }; };
+    for (size_t r = 0; r < first_alltoall_round; ++r) s->rounds()[r].ready = ready_after(0);
+    if (first_alltoall_round > 0)
+      s->rounds()[first_alltoall_round - 1].after.push_back(call_step([device] { device->open_phase(1); }));
     for (size_t r = first_alltoall_round; r < first_allgather_round; ++r)
-      s->rounds()[r].ready = [device] { return device->phase_done(0); };
-    s->rounds()[first_allgather_round - 1].after.push_back(call_step([device] { device->open_phase(1); }));
+      s->rounds()[r].ready = ready_after(compress_phase);
+    s->rounds()[first_allgather_round - 1].after.push_back(
+        call_step([device, compress_phase] { device->open_phase(compress_phase + 1); }));
     for (size_t r = first_allgather_round; r < s->rounds().size(); ++r)
-      s->rounds()[r].ready = [device] { return device->phase_done(1); };
-    enqueue_flat_phases(w, shifts, own_count);
+      s->rounds()[r].ready = ready_after(compress_phase + 1);
+    enqueue_phases(w, shifts, own_count);
     device->proxy().count_compressed_on_device();
   } else if (device) {
     // What a round sends was compressed by kernels issued before it: post it once they have finished.
