@@ -22,6 +22,8 @@ namespace bagua {
 void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op);
 // Whether this thread's open bagua_group_start holds calls of the communicator.
 bool open_group_holds(const bagua_comm* handle);
+// Whether this thread has a group open (bagua_group_start without its end).
+bool in_open_group();
 // Non-blocking form: post and hand the request out.
 void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_request_t* req);
 

@@ -30,6 +30,8 @@ thread_local GroupState t_group;
 
 }  // namespace
 
+bool in_open_group() { return t_group.depth > 0; }
+
 bool open_group_holds(const bagua_comm* handle) {
   for (const auto& op : t_group.device)
     if (&op->proxy().comm() == handle->impl.get()) return true;

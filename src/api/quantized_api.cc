@@ -1,5 +1,6 @@
 // extern "C" entry points of the quantized allreduce and its state.
 #include <memory>
+#include <thread>
 
 #include "algorithms/dispatch.h"
 #include "algorithms/quantized/codec.h"
@@ -19,17 +20,33 @@ namespace bagua {
 namespace {
 
 // Counts a device call against its state until the call's operation is freed (destroy waits for none); on_stream:
-// a call that compresses on `stream`, its caller's.
-std::shared_ptr<void> queued_on(QuantizedState* state, bool on_stream = false, void* stream = nullptr) {
+// a call that compresses on `stream` (of `device`), its caller's.
+std::shared_ptr<void> queued_on(QuantizedState* state, bool on_stream = false, void* stream = nullptr,
+                                int device = -1) {
   if (state == nullptr) return nullptr;
-  state->queued++;
-  if (!on_stream) return std::shared_ptr<void>(nullptr, [state](void*) { state->queued--; });
+  if (!on_stream) {
+    state->queued++;
+    return std::shared_ptr<void>(nullptr, [state](void*) { state->queued--; });
+  }
   state->queued_stream = stream;
+  state->queued_device = device;
+  state->queued_thread = std::this_thread::get_id();
   state->queued_on_stream++;
+  state->queued++;
   return std::shared_ptr<void>(nullptr, [state](void*) {
-    state->queued_on_stream--;
     state->queued--;
+    state->queued_on_stream--;
   });
+}
+
+// Whether a call on `stream` of `device` is ordered after the state's queued calls: the same stream (either handle
+// of the legacy default stream; the per-thread default stream of the same thread) of the same device.
+bool ordered_after_queued(const QuantizedState& state, void* stream, int device) {
+  if (state.queued_device != device) return false;
+  if (is_legacy(stream)) return is_legacy(state.queued_stream);
+  if (is_per_thread(stream))
+    return is_per_thread(state.queued_stream) && state.queued_thread == std::this_thread::get_id();
+  return stream == state.queued_stream;
 }
 
 void check_float_dtype(bagua_datatype_t dtype) {
@@ -72,9 +89,9 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
                    memory.staging + memory.device + rounding <= comm.config().device_memory_limit;
     if (compute && on_stream) {
       compute = !request && compresses_on_caller_stream(comm, codec, impl) &&
-                device_runtime().stream_device(stream) == buffers.device &&
-                (impl == nullptr || (!impl->busy && impl->queued == impl->queued_on_stream));
-      if (compute && impl && impl->queued_on_stream > 0 && impl->queued_stream != stream)
+                device_runtime().stream_device(stream) == buffers.device && !in_open_group() &&
+                (impl == nullptr || (!impl->busy && impl->queued <= impl->queued_on_stream));
+      if (compute && impl && impl->queued_on_stream > 0 && !ordered_after_queued(*impl, stream, buffers.device))
         fail(BAGUA_ERR_INVALID_USAGE,
              "the qstate has calls queued on another stream (order a state's calls on one stream)");
     }
@@ -87,7 +104,7 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
         return make_device_computed_relaxation(
             comm, BAGUA_OPKIND_QUANTIZED_ALLREDUCE, buffers, stream, memory.staging, memory.device, on_stream,
             TagKind::kQuantized, dtype, op, quantized_details(count, codec), "quantized_allreduce",
-            [&comm, args, codec, impl, on_stream, in_queue = queued_on(impl, on_stream, stream)](
+            [&comm, args, codec, impl, on_stream, in_queue = queued_on(impl, on_stream, stream, buffers.device)](
                 DeviceOperation& device, const ScheduleContext& ctx) {
               if (impl && impl->busy && !on_stream)
                 fail(BAGUA_ERR_INVALID_USAGE,

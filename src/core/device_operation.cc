@@ -36,8 +36,15 @@ DeviceOperation::~DeviceOperation() {
   if (on_caller_stream_ && (input_signalled_ || enqueue_broken_)) {
     std::shared_ptr<StagingLease> block =
         shared_staging_ ? std::move(shared_staging_) : std::make_shared<StagingLease>(std::move(staging_));
-    proxy_.drain_later(std::move(block), std::move(signals_), output_signalled_ ? output_signal_ : input_signal_,
-                       enqueue_broken_);
+    // Device phases that the stream has not run yet (the call failed): what the builder holds (a qstate's count of
+    // queued calls, which keeps its error feedback in place) stays held until the stream has run them.
+    std::shared_ptr<void> keep_alive;
+    if (std::any_of(phase_words_.begin(), phase_words_.end(), [](const StreamSignal& w) { return !w.reached(); }))
+      keep_alive = std::make_shared<std::function<std::unique_ptr<Operation>()>>(std::move(build_));
+    const StreamSignal until = output_signalled_      ? output_signal_
+                               : phase_words_.empty() ? input_signal_
+                                                      : phase_words_.back();  // (the last word enqueued)
+    proxy_.drain_later(std::move(block), std::move(signals_), until, enqueue_broken_, nullptr, std::move(keep_alive));
     input_signalled_ = output_signalled_ = false;
   } else if (on_caller_stream_) {  // nothing enqueued
     for (const StreamSignal& signal : signals_) proxy_.give_back_signal(signal);
@@ -73,9 +80,9 @@ DeviceOperation::~DeviceOperation() {
   for (Piece& p : out_pieces_) p.gate.reset();  // (released before the call's gate, which the stream reaches after)
   for (auto& g : phase_gates_) g.reset();
   gate_.reset();  // the last operation of its group on this stream releases it
-  // Scratch ordered on the caller's stream whose free was not enqueued: free it if nothing was enqueued (then this is
-  // the calling thread), else leave it (a free by the proxy thread is a CUDA call).
-  if (stream_scratch_ != nullptr && !stream_scratch_freed_ && !on_caller_stream_) {
+  // Scratch ordered on the caller's stream whose free was not enqueued (the call failed before): freed after what was
+  // enqueued, except by the proxy thread (it makes no CUDA call; the scratch is then lost).
+  if (stream_scratch_ != nullptr && !stream_scratch_freed_ && !proxy_.on_proxy_thread()) {
     try {
       proxy_.runtime().free_device_async(stream_scratch_, stream_);
     } catch (...) {

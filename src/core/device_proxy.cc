@@ -45,7 +45,12 @@ std::mutex g_stream_mutex;
 std::atomic<int> g_parked_gates{0};
 std::vector<StreamUse> g_stream_uses;  // entries are reused, never erased (indices stay valid)
 
+}  // namespace
+
 bool is_legacy(DeviceStream s) { return s == nullptr || s == kLegacyStream; }
+bool is_per_thread(DeviceStream s) { return s == kPerThreadStream; }
+
+namespace {
 
 // Whether work on `a` of one thread rank would be ordered behind work on `b` of another.
 bool ordered_behind(const StreamUse& a, const StreamUse& b) {
@@ -343,9 +348,8 @@ DeviceStream DeviceProxy::copy_stream(int device) {
 void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<DeviceCompletion> completion) {
   try {
     op->claim().take(runtime_, comm_.id(), comm_.rank(), op->stream(), true);
-    if (op->computes_on_caller_stream() && (completion || !op->can_stage_on_caller_stream()))
-      bagua::fail(BAGUA_ERR_INTERNAL, "{}: device phases need a blocking call on the caller's stream",
-                  op->description());
+    if (op->computes_on_caller_stream() && (completion || op->ordered() || !op->can_stage_on_caller_stream()))
+      bagua::fail(BAGUA_ERR_INTERNAL, "{}: device phases need a blocking call outside a group", op->description());
     if (!op->ordered()) {
       if (op->can_stage_on_caller_stream()) {
         op->enqueue_input_on_caller_stream();
@@ -553,6 +557,9 @@ void submit_device_group(std::vector<std::unique_ptr<DeviceOperation>> ops) {
       auto found = std::find_if(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == op->stream(); });
       if (found == inputs.end()) inputs.emplace_back(op->stream(), device_runtime().record(op->stream()));
     }
+    for (auto& op : ops)  // (their gates inside the group's input would order calls behind each other's rounds)
+      if (op->computes_on_caller_stream())
+        bagua::fail(BAGUA_ERR_INTERNAL, "{}: device phases in a group", op->description());
     std::vector<DeviceOperation*> on_caller_stream;
     for (auto& op : ops)
       if (!op->ordered() && op->can_stage_on_caller_stream()) {

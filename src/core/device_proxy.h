@@ -49,6 +49,11 @@ class StagingLease {
   size_t bytes_ = 0;
 };
 
+// CUDA's special stream handles: the legacy default stream (NULL or cudaStreamLegacy), one per device; the per-thread
+// default stream, one per thread and device.
+bool is_legacy(DeviceStream stream);
+bool is_per_thread(DeviceStream stream);
+
 // A user stream parked on a host-mapped word until release(); released on destruction at the latest.
 class StreamGate {
  public:
@@ -369,8 +374,10 @@ class DeviceProxy {
   // proxy is destroyed.
   // `completion`, where given, is a request's, completed once `until` is written (or, past the timeout when the
   // proxy is destroyed, with an error).
+  // keep_alive is released with the staging.
   void drain_later(std::shared_ptr<StagingLease> staging, std::vector<StreamSignal> signals, StreamSignal until,
-                   bool broken, std::shared_ptr<DeviceCompletion> completion = nullptr);
+                   bool broken, std::shared_ptr<DeviceCompletion> completion = nullptr,
+                   std::shared_ptr<void> keep_alive = nullptr);
   // Staging blocks passed along a stream (docs/cuda.md): the block of the last call staged on `stream` whose gate is
   // parked, and its copies and output word enqueued. A later call on that stream may take it (once: taking forgets
   // it) where it holds `bytes`, since the stream runs that call's copies only after the gate, which opens once the
@@ -379,6 +386,7 @@ class DeviceProxy {
   std::shared_ptr<StagingLease> block_passed_along(DeviceStream stream, size_t bytes);
   // The proxy thread is alive and not inside a call (monitor).
   void heartbeat();
+  bool on_proxy_thread() const { return std::this_thread::get_id() == proxy_thread_id_.load(); }
   // The monitor released the parked streams (the communicator fails).
   bool streams_released() const { return forced_open_after_ms_.load() != 0; }
   // The library's copy stream on `device`.
@@ -455,6 +463,7 @@ class DeviceProxy {
     StreamSignal until;
     std::shared_ptr<DeviceCompletion> completion;
     std::chrono::steady_clock::time_point deadline;
+    std::shared_ptr<void> keep_alive;
   };
   // Once the monitor has opened gates: fails the communicator (the first time) and turns a success of the operation
   // just tested into that error. Proxy thread.

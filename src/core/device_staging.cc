@@ -145,7 +145,8 @@ void DeviceProxy::give_back(void* ptr, size_t bytes) {
 }
 
 void DeviceProxy::drain_later(std::shared_ptr<StagingLease> staging, std::vector<StreamSignal> signals,
-                              StreamSignal until, bool broken, std::shared_ptr<DeviceCompletion> completion) {
+                              StreamSignal until, bool broken, std::shared_ptr<DeviceCompletion> completion,
+                              std::shared_ptr<void> keep_alive) {
   if (!broken && until.reached()) {
     for (const StreamSignal& signal : signals) give_back_signal(signal);
     if (completion) completion->done.store(true, std::memory_order_release);
@@ -153,13 +154,15 @@ void DeviceProxy::drain_later(std::shared_ptr<StagingLease> staging, std::vector
   }
   if (broken) {  // a copy may be enqueued without its signal: nothing here is ever safe to reuse
     new std::shared_ptr<StagingLease>(std::move(staging));
+    new std::shared_ptr<void>(std::move(keep_alive));
     signals_kept_.store(true);
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
   std::lock_guard<std::mutex> lock(draining_mutex_);
   const size_t bytes = staging->bytes();
-  draining_.push_back(Draining{std::move(staging), std::move(signals), until, std::move(completion), deadline});
+  draining_.push_back(
+      Draining{std::move(staging), std::move(signals), until, std::move(completion), deadline, std::move(keep_alive)});
   draining_bytes_ += bytes;
 }
 

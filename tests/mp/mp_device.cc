@@ -1066,7 +1066,8 @@ int quantized_formats(bagua_comm_t comm, void* stream) {
 // On the caller's stream a state's calls that compress on the device keep its error feedback in device memory,
 // ordered by that stream. While one is queued, a call on another stream and a request (which compresses on the host)
 // are refused, with no side effect; once the stream is synchronized, both run, and the request moves the error
-// feedback back to host memory. Oracle: the same three calls on a host state, byte for byte, residual included.
+// feedback back to host memory. In a group the call is staged (its gates would order the group's calls behind each
+// other's rounds). Oracle: the same four calls on a host state, byte for byte, residual included.
 int quantized_state_rules(bagua_comm_t comm, void* stream) {
   StandinControl* standin = standin_control();
   if (proxy_path(comm) || standin == nullptr) return 0;
@@ -1081,7 +1082,7 @@ int quantized_state_rules(bagua_comm_t comm, void* stream) {
   void* dev = g_rt->alloc_device(bytes, 0);
   DeviceProxy& proxy = comm->impl->device_proxy();
   const uint64_t on_device_before = proxy.compressed_on_device();
-  for (int step = 0; step < 3; ++step) {
+  for (int step = 0; step < 4; ++step) {
     std::vector<uint8_t> want = relaxation_input(count, BAGUA_FLOAT32, step), in = want, got(bytes);
     MP_OK(bagua_quantized_allreduce(want.data(), want.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, host_state, comm,
                                     nullptr));
@@ -1106,18 +1107,31 @@ int quantized_state_rules(bagua_comm_t comm, void* stream) {
       MP_OK(bagua_wait(req));
       g_rt->copy_async(got.data(), dev, bytes, stream);
       sync(stream);
-    } else {  // the other stream, now that nothing is queued
+    } else if (step == 2) {  // the other stream, now that nothing is queued
       g_rt->copy_async(dev, in.data(), bytes, other);
       MP_OK(bagua_quantized_allreduce(dev, dev, count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, dev_state, comm, other));
       g_rt->copy_async(got.data(), dev, bytes, other);
       sync(other);
+    } else {  // in a group with an allreduce on the same stream
+      DevBuf b(1000);
+      for (auto& v : b.host) v = g_rank + 1;
+      b.upload(other);
+      g_rt->copy_async(dev, in.data(), bytes, other);
+      MP_OK(bagua_group_start());
+      MP_OK(bagua_quantized_allreduce(dev, dev, count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, dev_state, comm, other));
+      MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, other));
+      MP_OK(bagua_group_end());
+      g_rt->copy_async(got.data(), dev, bytes, other);
+      b.download(other);
+      sync(other);
+      for (int64_t v : b.host) MP_CHECK(v == rank_sum() + g_size);
     }
     if (got != want) {
       std::fprintf(stderr, "rank %d: state rules, step %d: device differs from host\n", g_rank, step);
       return 1;
     }
   }
-  MP_CHECK(proxy.compressed_on_device() == on_device_before + 2);  // (not the request)
+  MP_CHECK(proxy.compressed_on_device() == on_device_before + 2);  // (not the request, nor the call in a group)
   std::vector<float> rh(count), rd(count);
   MP_OK(bagua_qstate_residual(host_state, rh.data(), count));
   MP_OK(bagua_qstate_residual(dev_state, rd.data(), count));

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "algorithms/quantized/codec.h"
@@ -90,9 +91,12 @@ class QuantizedState {
   std::atomic<bool> busy{false};  // an operation using this state is in flight (cleared by whichever thread frees it)
   std::atomic<int> queued{0};     // device calls enqueued with this state and not yet freed
   // Of those, the calls that compress on their caller's stream (its error feedback in device memory, ordered by that
-  // stream), and the stream.
+  // stream), and the stream: its handle, device and (the per-thread default stream) thread. A call's release
+  // decrements queued first: queued <= queued_on_stream means that only such calls are in flight.
   std::atomic<int> queued_on_stream{0};
   void* queued_stream = nullptr;
+  int queued_device = -1;
+  std::thread::id queued_thread;
 
  private:
   const Comm* comm_;
