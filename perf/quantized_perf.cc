@@ -5,7 +5,8 @@
 // Variants: full (bagua_allreduce, the library's own choice), minmax8/4/2 and sign, flat and, when hosts
 // hold several ranks, hierarchical. Inputs are random floats; the output is checked identical on all ranks.
 // -M device: input and output in device memory, each call on a stream of the tool's and timed to its synchronize
-// (BAGUA_DEVICE_STANDIN=1 runs it on the host stand-in).
+// (BAGUA_DEVICE_STANDIN=1 runs it on the host stand-in). There compute is the kernels' time on the GPU's clock where
+// they run on the caller's stream (BAGUA_DEVICE_TIMING=1, set here), else the time spent issuing them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -108,6 +109,7 @@ int main(int argc, char** argv) {
       return 77;
     }
     stream = bagua::device_runtime().create_stream(0);
+    setenv("BAGUA_DEVICE_TIMING", "1", 0);  // compute_ms: the kernels' time on the GPU's clock (docs/cuda.md)
   }
   bagua_comm_t comm;
   PERF_OK(bagua_comm_init_from_env(&comm));

@@ -447,10 +447,13 @@ std::unique_ptr<Operation> make_device_computed_relaxation(
     Comm& comm, bagua_opkind_t kind, const RelaxationBuffers& buffers, void* stream, size_t staging_bytes,
     size_t device_scratch_bytes, bool on_caller_stream, TagKind tag_kind, bagua_datatype_t dtype, bagua_redop_t op,
     CallDetails details, const char* name, DeviceRelaxationBuilder build) {
-  std::unique_ptr<DeviceOperation> device_op =
-      prepare_device_operation(comm, kind, stream, buffers.device, staging_bytes);
+  // Timed (BAGUA_DEVICE_TIMING=1): the phases' timestamps after the staging the call asked for.
+  const bool timed = on_caller_stream && comm.config().device_timing;
+  const size_t timestamps_at = (staging_bytes + 7) & ~size_t{7};
+  std::unique_ptr<DeviceOperation> device_op = prepare_device_operation(
+      comm, kind, stream, buffers.device, timed ? timestamps_at + DeviceOperation::kTimestampBytes : staging_bytes);
   if (on_caller_stream)
-    device_op->compute_on_caller_stream(device_scratch_bytes);
+    device_op->compute_on_caller_stream(device_scratch_bytes, timed ? timestamps_at : DeviceOperation::kNoTimestamps);
   else
     device_op->take_device_scratch(device_scratch_bytes);
   // Nothing can fail from here on: the sequence number is taken in call order.

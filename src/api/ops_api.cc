@@ -357,6 +357,7 @@ bagua_status_t bagua_comm_get_stats(bagua_comm_t comm, bagua_stats_t* stats) {
     if (stats->size < offsetof(bagua_stats_t, ops) || stats->size > (1u << 20))
       fail(BAGUA_ERR_INVALID_ARGUMENT, "stats->size {} is not a bagua_stats_t size: set it to sizeof(bagua_stats_t)",
            stats->size);
+    if (c.has_device_proxy()) c.device_proxy().settle();  // (device calls that have ended on their streams)
     bagua_stats_t full = c.stats();
     size_t caller_size = stats->size;
     std::memcpy(stats, &full, std::min(caller_size, sizeof(full)));

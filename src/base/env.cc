@@ -50,6 +50,9 @@ constexpr EnvSetting kSettings[] = {
      "stream (default): device calls stage through pinned memory with copies on the caller's stream; proxy: the "
      "library's thread makes the copies, the in-host CUDA IPC path and compression on the device",
      "user"},
+    {"BAGUA_DEVICE_TIMING",
+     "1: device calls whose kernels run in phases on the caller's stream add their GPU time to the stats' compute_ns",
+     "user"},
     {"BAGUA_DEVICE_STANDIN", "1: testing only; a host stand-in for the CUDA runtime (threads as streams)", "user"},
     {"BAGUA_STANDIN_GPU", "testing only: the identity of the stand-in's GPU (default standin-gpu-0)", "user"},
     {"BAGUA_STANDIN_IPC_FAILS", "testing only: 1 makes the stand-in fail to open peers' IPC handles", "user"},

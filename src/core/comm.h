@@ -114,6 +114,7 @@ class Comm {
   void set_attachment(std::unique_ptr<CommAttachment> attachment) { attachment_ = std::move(attachment); }
   // The device data path of this communicator (core/device_proxy.h), started on first use.
   DeviceProxy& device_proxy();
+  bool has_device_proxy() const { return has_device_proxy_.load(std::memory_order_acquire); }
   void check_usable() const;
   bool poisoned() const { return poison_status_.load() != BAGUA_SUCCESS; }
   // Throws if the communicator was aborted or failed, or the bootstrap ring reports a failure now.

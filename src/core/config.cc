@@ -92,6 +92,11 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_DEVICE_DATA_PATH='{}' must be stream or proxy", text);
     config.device_path_on_stream = std::strcmp(text, "stream") == 0;
   }
+  if (const char* text = env_get("BAGUA_DEVICE_TIMING"); text && *text) {
+    if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_DEVICE_TIMING='{}' must be 0 or 1", text);
+    config.device_timing = text[0] == '1';
+  }
   if (const char* text = env_get("BAGUA_INTER_HOST_GBPS"); text && *text) {
     char* end = nullptr;
     double v = std::strtod(text, &end);

@@ -36,6 +36,9 @@ struct Config {
   // proxy thread makes no CUDA call for it (docs/cuda.md); proxy: the proxy thread makes the copies, and the in-host
   // IPC path and compression on the device run
   bool device_path_on_stream = true;
+  // BAGUA_DEVICE_TIMING=1: device calls whose kernels run in phases on the caller's stream time them with the GPU's
+  // clock and add the time to bagua_stats_t.compute_ns (two tiny kernels per phase; docs/cuda.md)
+  bool device_timing = false;
   size_t trace_size = 1000;  // BAGUA_TRACE_SIZE: operations the flight recorder keeps (0: off)
   std::string trace_dir;     // BAGUA_TRACE_DIR: where each rank writes its flight recorder on failure
   // BAGUA_FINGERPRINT=0: messages carry only the call's kind and receives match it exactly (core/tags.h); for

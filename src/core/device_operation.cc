@@ -41,6 +41,13 @@ DeviceOperation::~DeviceOperation() {
     std::shared_ptr<void> keep_alive;
     if (std::any_of(phase_words_.begin(), phase_words_.end(), [](const StreamSignal& w) { return !w.reached(); }))
       keep_alive = std::make_shared<std::function<std::unique_ptr<Operation>()>>(std::move(build_));
+    if (timed_phases_ > 0 && !enqueue_broken_) {  // timed: read once the output word is written (drain)
+      const auto* stamps = reinterpret_cast<const uint64_t*>(block->data() + timestamps_at_);  // (staging_ moved)
+      Comm* comm = &proxy_.comm();
+      keep_alive = std::shared_ptr<void>(nullptr, [block, keep_alive, stamps, phases = timed_phases_, comm](void*) {
+        comm->add_compute_ns(phases_ns(stamps, phases));
+      });
+    }
     const StreamSignal until = output_signalled_      ? output_signal_
                                : phase_words_.empty() ? input_signal_
                                                       : phase_words_.back();  // (the last word enqueued)
@@ -90,8 +97,9 @@ DeviceOperation::~DeviceOperation() {
   }
 }
 
-void DeviceOperation::compute_on_caller_stream(size_t stream_scratch_bytes) {
+void DeviceOperation::compute_on_caller_stream(size_t stream_scratch_bytes, size_t timestamps_at) {
   computes_on_caller_stream_ = true;
+  timestamps_at_ = timestamps_at;
   if (stream_scratch_bytes == 0) return;
   device_room_ = proxy_.lease(stream_scratch_bytes, false);  // room only: the memory is the device's
   void* p = nullptr;
@@ -107,6 +115,15 @@ void DeviceOperation::compute_on_caller_stream(size_t stream_scratch_bytes) {
                 stream_scratch_bytes, device_);
   }
   stream_scratch_ = p;
+}
+
+uint64_t DeviceOperation::phases_ns(const uint64_t* timestamps, size_t phases) {
+  uint64_t total = 0;
+  for (size_t k = 0; k < phases; ++k) {
+    const uint64_t begin = timestamps[2 * k], end = timestamps[2 * k + 1];
+    if (end > begin) total += end - begin;
+  }
+  return total;
 }
 
 void DeviceOperation::open_phase(size_t k) {
@@ -275,7 +292,8 @@ void DeviceOperation::enqueue_output_pieces_on_caller_stream() {
 }
 
 void DeviceOperation::enqueue_phases_before_gate() {
-  if (phases_.size() < 2) bagua::fail(BAGUA_ERR_INTERNAL, "{}: {} device phases", description(), phases_.size());
+  if (phases_.size() < 2 || phases_.size() > kMaxTimedPhases)
+    bagua::fail(BAGUA_ERR_INTERNAL, "{}: {} device phases", description(), phases_.size());
   on_caller_stream_ = true;  // from here the destructor gives the signals back
   signals_.reserve(phases_.size());
   phase_words_.reserve(phases_.size() - 1);
@@ -288,10 +306,13 @@ void DeviceOperation::enqueue_phases_before_gate() {
   first_input_signal_ = input_signal_ = phase_words_.front();
   phase_gates_.resize(phases_.size() - 1);
   enqueue_broken_ = true;  // until the last word before the gate is enqueued
+  DeviceRuntime& runtime = proxy_.runtime();
   for (size_t k = 0; k + 1 < phases_.size(); ++k) {
     if (k > 0) phase_gates_[k] = proxy_.park(stream_);
+    if (timestamps_at_ != kNoTimestamps) runtime.write_timestamp(stream_, timestamps() + 2 * k);
     phases_[k](stream_);
-    proxy_.runtime().write_value(stream_, phase_words_[k].word, phase_words_[k].value);
+    if (timestamps_at_ != kNoTimestamps) runtime.write_timestamp(stream_, timestamps() + 2 * k + 1);
+    runtime.write_value(stream_, phase_words_[k].word, phase_words_[k].value);
   }
   enqueue_broken_ = false;
   input_signalled_ = true;
@@ -299,7 +320,11 @@ void DeviceOperation::enqueue_phases_before_gate() {
 
 void DeviceOperation::enqueue_last_phase() {
   enqueue_broken_ = true;  // until the output word is enqueued
+  const size_t last = phases_.size() - 1;
+  if (timestamps_at_ != kNoTimestamps) proxy_.runtime().write_timestamp(stream_, timestamps() + 2 * last);
   phases_.back()(stream_);
+  if (timestamps_at_ != kNoTimestamps) proxy_.runtime().write_timestamp(stream_, timestamps() + 2 * last + 1);
+  timed_phases_ = phases_.size();
   if (stream_scratch_ != nullptr) {
     proxy_.runtime().free_device_async(stream_scratch_, stream_);
     stream_scratch_freed_ = true;

@@ -161,8 +161,11 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // read what the rounds received; the last phase runs once the operation has ended. Such a call takes its own
   // staging block (its builder writes it at the call) and hands it to no later call. At the call, before the
   // sequence number: stream_scratch_bytes of device memory ordered on the caller's stream (freed there after the
-  // last phase), counted under BAGUA_DEVICE_MEMORY_LIMIT; throws SYSTEM when out of memory.
-  void compute_on_caller_stream(size_t stream_scratch_bytes);
+  // last phase), counted under BAGUA_DEVICE_MEMORY_LIMIT; throws SYSTEM when out of memory. timestamps_at: where in
+  // the staging kTimestampBytes are kept for the phases' timestamps (BAGUA_DEVICE_TIMING=1), or kNoTimestamps.
+  static constexpr size_t kMaxTimedPhases = 8, kTimestampBytes = 2 * kMaxTimedPhases * sizeof(uint64_t);
+  static constexpr size_t kNoTimestamps = ~size_t{0};
+  void compute_on_caller_stream(size_t stream_scratch_bytes, size_t timestamps_at = kNoTimestamps);
   bool computes_on_caller_stream() const { return computes_on_caller_stream_; }
   unsigned char* stream_scratch() const { return static_cast<unsigned char*>(stream_scratch_); }
   // Set by the lay-out (lay_out_staging_at_start), which runs on the calling thread once the staging is taken.
@@ -304,6 +307,11 @@ class DeviceOperation final : public Operation, private StagingWindow {
   std::vector<std::shared_ptr<StreamGate>> phase_gates_;
   void* stream_scratch_ = nullptr;
   bool stream_scratch_freed_ = false;  // its free is enqueued after the last phase
+  size_t timestamps_at_ = kNoTimestamps;
+  size_t timed_phases_ = 0;  // phases whose timestamps are enqueued (all of them, once the last one is)
+  uint64_t* timestamps() const { return reinterpret_cast<uint64_t*>(staging() + timestamps_at_); }
+  // The GPU time between each phase's two timestamps, in nanoseconds (once the output word is written).
+  static uint64_t phases_ns(const uint64_t* timestamps, size_t phases);
   std::vector<Range> output_ranges_;
   size_t early_pieces_ = 0;  // output pieces copied out while the host operation still had steps to run
   size_t arrived_pieces_ = 0;
@@ -386,6 +394,9 @@ class DeviceProxy {
   std::shared_ptr<StagingLease> block_passed_along(DeviceStream stream, size_t bytes);
   // The proxy thread is alive and not inside a call (monitor).
   void heartbeat();
+  // Hands back what finished calls still hold and counts their device time (BAGUA_DEVICE_TIMING): the stats then
+  // include every call whose stream has passed its end. Any thread.
+  void settle() { drain(false); }
   bool on_proxy_thread() const { return std::this_thread::get_id() == proxy_thread_id_.load(); }
   // The monitor released the parked streams (the communicator fails).
   bool streams_released() const { return forced_open_after_ms_.load() != 0; }

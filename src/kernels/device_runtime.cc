@@ -29,6 +29,7 @@ class HostOnlyRuntime final : public DeviceRuntime {
   void wait_event(DeviceStream, DeviceEvent&) override { unavailable(); }
   void wait_value(DeviceStream, const volatile uint32_t*, uint32_t) override { unavailable(); }
   void write_value(DeviceStream, volatile uint32_t*, uint32_t) override { unavailable(); }
+  void write_timestamp(DeviceStream, uint64_t*) override { unavailable(); }
   void copy_async(void*, const void*, size_t, DeviceStream) override { unavailable(); }
   void kernel_copy_async(void*, const void*, size_t, DeviceStream) override { unavailable(); }
   DeviceStream create_stream(int) override { unavailable(); }

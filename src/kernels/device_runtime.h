@@ -97,6 +97,9 @@ class DeviceRuntime {
   virtual void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) = 0;
   // When the stream's earlier work has finished, it writes value into word (alloc_mapped memory).
   virtual void write_value(DeviceStream stream, volatile uint32_t* word, uint32_t value) = 0;
+  // When the stream's earlier work has finished, it writes the device's clock in nanoseconds into word
+  // (alloc_mapped memory, 8-byte aligned): differences time the work between two such writes.
+  virtual void write_timestamp(DeviceStream stream, uint64_t* word) = 0;
   // Calls on a stream run on the stream's device and leave the calling thread's current device as it was.
   virtual void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) = 0;
   // A copy by a kernel rather than a copy engine, between memory that kernels on the stream's device reach: that

@@ -190,6 +190,14 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     DriverTurn turn;
     stream_of(stream)->enqueue([word, value] { __atomic_store_n(word, value, __ATOMIC_RELEASE); });
   }
+  void write_timestamp(DeviceStream stream, uint64_t* word) override {
+    DriverTurn turn;
+    stream_of(stream)->enqueue([word] {
+      *word = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+              .count());
+    });
+  }
   void kernel_copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
     copy_async(dst, src, bytes, stream);  // (device and mapped memory: never a blocking copy)
   }

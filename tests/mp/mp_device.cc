@@ -1082,6 +1082,9 @@ int quantized_state_rules(bagua_comm_t comm, void* stream) {
   void* dev = g_rt->alloc_device(bytes, 0);
   DeviceProxy& proxy = comm->impl->device_proxy();
   const uint64_t on_device_before = proxy.compressed_on_device();
+  bagua_stats_t stats_before{};
+  stats_before.size = sizeof stats_before;
+  MP_OK(bagua_comm_get_stats(comm, &stats_before));
   for (int step = 0; step < 4; ++step) {
     std::vector<uint8_t> want = relaxation_input(count, BAGUA_FLOAT32, step), in = want, got(bytes);
     MP_OK(bagua_quantized_allreduce(want.data(), want.data(), count, BAGUA_FLOAT32, BAGUA_SUM, &cfg, host_state, comm,
@@ -1132,6 +1135,16 @@ int quantized_state_rules(bagua_comm_t comm, void* stream) {
     }
   }
   MP_CHECK(proxy.compressed_on_device() == on_device_before + 2);  // (not the request, nor the call in a group)
+  // BAGUA_DEVICE_TIMING=1: the phases' time on the device's clock (once the stream has passed the output word)
+  if (comm->impl->config().device_timing) {
+    bagua_stats_t stats{};
+    stats.size = sizeof stats;
+    auto deadline = Clock::now() + std::chrono::seconds(5);
+    do {
+      MP_OK(bagua_comm_get_stats(comm, &stats));
+    } while (stats.compute_ns == stats_before.compute_ns && Clock::now() < deadline);
+    MP_CHECK(stats.compute_ns > stats_before.compute_ns);
+  }
   std::vector<float> rh(count), rd(count);
   MP_OK(bagua_qstate_residual(host_state, rh.data(), count));
   MP_OK(bagua_qstate_residual(dev_state, rd.data(), count));
@@ -1505,8 +1518,9 @@ int pipelined(bagua_comm_t comm) {
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "semantics";
-  // The relaxations mode checks quantization itself, at sizes below the full-precision size.
+  // The relaxations mode checks quantization itself, at sizes below the full-precision size, and the phases' timing.
   setenv("BAGUA_QUANTIZED_MIN_BYTES", "0", 0);
+  if (mode == "relaxations") setenv("BAGUA_DEVICE_TIMING", "1", 0);
   g_rt = &device_runtime();
   if (!g_rt->usable()) {
     std::printf("skipping: no CUDA device (BAGUA_DEVICE_STANDIN=1 runs the host stand-in)\n");

@@ -35,6 +35,13 @@ void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) cuda_fail(err, what);
 }
 
+// The GPU's nanosecond clock (%globaltimer) into a word of mapped host memory.
+__global__ void write_timestamp_kernel(unsigned long long* word) {
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  *word = now;
+}
+
 // Relaxed capture mode for the duration of one call, restored after.
 class RelaxedCapture {
  public:
@@ -239,6 +246,13 @@ class CudaRuntime final : public DeviceRuntime {
     CUresult res = write(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_word), value, 0);
     if (res != CUDA_SUCCESS)
       fail(BAGUA_ERR_CUDA, "cuStreamWriteValue32 failed with CUresult {}", static_cast<int>(res));
+  }
+  void write_timestamp(DeviceStream stream, uint64_t* word) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    write_timestamp_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(reinterpret_cast<unsigned long long*>(word));
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) fail(BAGUA_ERR_CUDA, "the timestamp kernel: {}", cudaGetErrorString(err));
   }
   void kernel_copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
     RelaxedCapture relaxed;
@@ -487,7 +501,11 @@ class CudaRuntime final : public DeviceRuntime {
   // The kernels of the device path on `device` (its current context), loaded before any call uses its streams.
   void load_kernels_once(int device) {
     std::lock_guard<std::mutex> lock(loaded_mutex_);
-    if (loaded_.insert(device).second) cuda::load_kernels();
+    if (!loaded_.insert(device).second) return;
+    cuda::load_kernels();
+    cudaFuncAttributes attrs;
+    cudaError_t err = cudaFuncGetAttributes(&attrs, write_timestamp_kernel);
+    if (err != cudaSuccess) fail(BAGUA_ERR_CUDA, "loading the timestamp kernel: {}", cudaGetErrorString(err));
   }
   std::mutex loaded_mutex_;
   std::set<int> loaded_;
