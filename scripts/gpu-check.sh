@@ -116,8 +116,10 @@ step() {
     'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" relaxations' $B/mp_device
   step device:relaxations-leader 120 env BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 3 sh -c \
     'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" relaxations' $B/mp_device
-  # The rail form again with its kernels in phases on the caller's stream (the default path).
+  # The rail and leader forms again with their kernels in phases on the caller's stream (the default path).
   step device:relaxations-hosts-stream 120 $RUN -n 4 sh -c \
+    'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" relaxations' $B/mp_device
+  step device:relaxations-leader-stream 120 $RUN -n 3 sh -c \
     'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" relaxations' $B/mp_device
   # Staged calls of 12 MiB between two logical hosts: copies in pieces around the host algorithm, exact.
   step device:pipelined 90 $RUN -n 4 sh -c 'BAGUA_HOST_ID=gpu-check-host$((BAGUA_RANK / 2)) exec "$0" pipelined' \

@@ -350,14 +350,16 @@ std::unique_ptr<Operation> build_full_precision(Comm& comm, const QuantizedArgs&
   return op;
 }
 
-// The device work of the flat and rail forms on the caller's stream (DeviceOperation::compute_on_caller_stream): the
+// The device work of a group member's forms on the caller's stream (DeviceOperation::compute_on_caller_stream): the
 // host form's steps in the host form's order, so the bytes are the same.
-// - rail only, first: the input slices of the host's other ranks copied into the staging, for the exchange;
-// - compression: (rail: the host's slices summed into x) every block compressed for the alltoall;
+// - rail, first: the input slices of the host's other ranks copied into the staging, for the exchange; leader: none
+//   (its host's inputs come in);
+// - compression: (rail, leader: the host's inputs summed into x) every block compressed for the alltoall;
 // - once every input has arrived: this rank's block summed (own input first, the others in shift order) and
 //   compressed for the allgather;
-// - once the operation has ended: the output decompressed (rail: the host's other slices too, from the compressed
-//   results they sent).
+// - once the allgather has ended: the output decompressed (rail: the host's other slices too, from the compressed
+//   results they sent; leader: then copied into the staging for the host's other ranks);
+// - leader: none once the operation has ended (the last phase follows the call's gate).
 void enqueue_phases(const std::shared_ptr<QuantizedWork>& w, const std::vector<int>& shifts, size_t own_count) {
   auto phase = [w](std::function<void(QuantizedWork&)> steps) {
     return [w, steps = std::move(steps)](DeviceStream stream) {
@@ -368,7 +370,9 @@ void enqueue_phases(const std::shared_ptr<QuantizedWork>& w, const std::vector<i
   const int g = w->group.index, m = w->m(), nlocal = static_cast<int>(w->group.local_peers.size());
   auto to = [g, m](int k) { return (g + k) % m; };
   auto from = [g, m](int k) { return (g - k + m) % m; };
+  const bool leader = w->group.hierarchical && !w->group.rail;
   std::vector<std::function<void(DeviceStream)>> phases;
+  if (leader) phases.push_back(phase([](QuantizedWork&) {}));
   if (w->group.rail)
     phases.push_back(phase([nlocal](QuantizedWork& work) {
       const size_t elem = datatype_size(work.dtype);
@@ -390,12 +394,14 @@ void enqueue_phases(const std::shared_ptr<QuantizedWork>& w, const std::vector<i
     for (int k : shifts) work.owner_add(from(k));
     work.owner_compress();
   }));
-  phases.push_back(phase([g, m, nlocal, from](QuantizedWork& work) {
+  phases.push_back(phase([g, m, nlocal, leader, from](QuantizedWork& work) {
     work.finish(g);
     for (int k = 1; k < m; ++k) work.finish(from(k));
     if (work.group.rail)
       for (int k = 0; k < nlocal; ++k) work.finish_peer(k);
+    if (leader && nlocal > 0) work.copy_bytes(work.recv_stage, work.recvbuf, work.count * datatype_size(work.dtype));
   }));
+  if (leader) phases.push_back(phase([](QuantizedWork&) {}));
   w->device->set_phases(std::move(phases));
 }
 
@@ -414,7 +420,7 @@ bool compresses_on_device(const Comm& comm, const QuantizedArgs& a, const Quanti
 
 bool compresses_on_caller_stream(const Comm& comm, const Codec& codec, const QuantizedState* state) {
   const QuantizedGroup grp = state ? state->group() : QuantizedGroup::of(comm, codec);
-  return (!grp.hierarchical || grp.rail) && grp.index >= 0 && grp.members.size() > 1;
+  return grp.index >= 0 && grp.members.size() > 1;
 }
 
 QuantizedDeviceMemory quantized_device_memory(const Comm& comm, const QuantizedArgs& a, const Codec& codec) {
@@ -475,9 +481,9 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   uint8_t* base;
   std::shared_ptr<uint8_t[]> own_scratch;
   const bool phased = device != nullptr && device->computes_on_caller_stream();
-  if (phased && ((grp.hierarchical && !grp.rail) || m < 2 || !member))
+  if (phased && (m < 2 || !member))
     fail(BAGUA_ERR_INTERNAL,
-         "quantized allreduce: only the flat and rail forms of 2 groups or more compute on the caller's stream");
+         "quantized allreduce: only a member of a group of 2 or more computes on the caller's stream");
   unsigned char* device_scratch = !device ? nullptr : phased ? device->stream_scratch() : device->device_scratch();
   if (device) {
     if (device->staging_bytes() < scratch.total || (scratch.device_total > 0 && device_scratch == nullptr))
@@ -617,7 +623,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   const bool one_round =
       m > 2 && static_cast<size_t>(m - 1) * codec.compressed_bytes(largest_block) <= quantized_one_round_bytes(comm);
   const size_t first_alltoall_round = s->rounds().size();
-  size_t first_allgather_round = 0;
+  size_t first_allgather_round = 0, leader_spread_round = 0;
   if (one_round) {  // the alltoall, then the owners' results straight to everyone (no ring)
     s->round();
     s->round();
@@ -723,6 +729,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     }
   } else if (grp.hierarchical) {  // the result to the host's other ranks
     if (member && nlocal > 0) stage_output(0, count);
+    leader_spread_round = s->rounds().size();
     Round& spread = s->round();
     if (member) {
       for (int peer : grp.local_peers) spread.sends.push_back({peer, full_out, count * elem});
@@ -732,21 +739,22 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     }
   }
   if (phased) {
-    // The rounds before the alltoall (rail: the exchange of input slices) send what phase 0 staged; the alltoall what
-    // the compression phase wrote, once the rounds before it have received what it reads; the allgather (and the
-    // rail's spread) what the owner's phase wrote, once the alltoall has received every input. The last phase runs
-    // once the operation has ended.
-    const size_t compress_phase = grp.rail ? 1 : 0;
-    auto ready_after = [device](size_t phase) { return [device, phase] { return device->phase_done(phase); }; };
-    for (size_t r = 0; r < first_alltoall_round; ++r) s->rounds()[r].ready = ready_after(0);
-    if (first_alltoall_round > 0)
-      s->rounds()[first_alltoall_round - 1].after.push_back(call_step([device] { device->open_phase(1); }));
-    for (size_t r = first_alltoall_round; r < first_allgather_round; ++r)
-      s->rounds()[r].ready = ready_after(compress_phase);
-    s->rounds()[first_allgather_round - 1].after.push_back(
-        call_step([device, compress_phase] { device->open_phase(compress_phase + 1); }));
-    for (size_t r = first_allgather_round; r < s->rounds().size(); ++r)
-      s->rounds()[r].ready = ready_after(compress_phase + 1);
+    // The rounds run in segments, each sending what one phase wrote and opening the next phase's gate once it has
+    // received what that phase reads: before the alltoall (rail: the exchange of input slices; leader: its host's
+    // inputs in) on phase 0; the alltoall on the compression; the allgather (and the rail's spread) on the owner's
+    // phase; the leader's spread on the output's phase. The last phase runs once the operation has ended.
+    const bool leader = grp.hierarchical && !grp.rail;
+    std::vector<std::pair<size_t, size_t>> segments;  // [first round, end) by phase; none is empty
+    if (grp.hierarchical) segments.emplace_back(0, first_alltoall_round);
+    segments.emplace_back(first_alltoall_round, first_allgather_round);
+    segments.emplace_back(first_allgather_round, leader ? leader_spread_round : s->rounds().size());
+    if (leader) segments.emplace_back(leader_spread_round, s->rounds().size());
+    for (size_t p = 0; p < segments.size(); ++p) {
+      const auto [begin, end] = segments[p];
+      for (size_t r = begin; r < end; ++r) s->rounds()[r].ready = [device, p] { return device->phase_done(p); };
+      if (end > begin && p + 1 < segments.size())  // (the last segment's next phase follows the call's gate)
+        s->rounds()[end - 1].after.push_back(call_step([device, p] { device->open_phase(p + 1); }));
+    }
     enqueue_phases(w, shifts, own_count);
     device->proxy().count_compressed_on_device();
   } else if (device) {
