@@ -84,7 +84,8 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     // (BAGUA_DEVICE_DATA_PATH=stream) only a blocking call of the flat form does, on the stream's own device, and
     // with a state only while no call that compresses on the host has it.
     const QuantizedDeviceMemory memory = quantized_device_memory(comm, args, codec);
-    const size_t rounding = 512;  // (each lease is rounded up to 256 bytes)
+    // (each lease is rounded up to 256 bytes; a timed call's timestamps follow its staging, 8-byte aligned)
+    const size_t rounding = 512 + (on_stream && comm.config().device_timing ? 8 + DeviceOperation::kTimestampBytes : 0);
     bool compute = compresses_on_device(comm, args, impl) &&
                    memory.staging + memory.device + rounding <= comm.config().device_memory_limit;
     if (compute && on_stream) {

@@ -39,19 +39,26 @@ DeviceOperation::~DeviceOperation() {
     // Device phases that the stream has not run yet (the call failed): what the builder holds (a qstate's count of
     // queued calls, which keeps its error feedback in place) stays held until the stream has run them.
     std::shared_ptr<void> keep_alive;
-    if (std::any_of(phase_words_.begin(), phase_words_.end(), [](const StreamSignal& w) { return !w.reached(); }))
-      keep_alive = std::make_shared<std::function<std::unique_ptr<Operation>()>>(std::move(build_));
-    if (timed_phases_ > 0 && !enqueue_broken_) {  // timed: read once the output word is written (drain)
-      const auto* stamps = reinterpret_cast<const uint64_t*>(block->data() + timestamps_at_);  // (staging_ moved)
-      Comm* comm = &proxy_.comm();
-      keep_alive = std::shared_ptr<void>(nullptr, [block, keep_alive, stamps, phases = timed_phases_, comm](void*) {
-        comm->add_compute_ns(phases_ns(stamps, phases));
-      });
+    bool broken = enqueue_broken_;
+    try {
+      if (std::any_of(phase_words_.begin(), phase_words_.end(), [](const StreamSignal& w) { return !w.reached(); }))
+        keep_alive = std::make_shared<std::function<std::unique_ptr<Operation>()>>(std::move(build_));
+      if (timed_phases_ > 0 && !broken) {  // timed: read once the output word is written (drain)
+        auto times = std::make_shared<PhaseTimes>();
+        times->block = block;
+        times->held = std::move(keep_alive);
+        times->stamps = reinterpret_cast<const uint64_t*>(block->data() + timestamps_at_);  // (staging_ moved)
+        times->phases = timed_phases_;
+        times->comm = &proxy_.comm();  // (last: armed)
+        keep_alive = std::move(times);
+      }
+    } catch (...) {  // out of memory: nothing here is reused (as after a broken enqueue)
+      broken = true;
     }
     const StreamSignal until = output_signalled_      ? output_signal_
                                : phase_words_.empty() ? input_signal_
                                                       : phase_words_.back();  // (the last word enqueued)
-    proxy_.drain_later(std::move(block), std::move(signals_), until, enqueue_broken_, nullptr, std::move(keep_alive));
+    proxy_.drain_later(std::move(block), std::move(signals_), until, broken, nullptr, std::move(keep_alive));
     input_signalled_ = output_signalled_ = false;
   } else if (on_caller_stream_) {  // nothing enqueued
     for (const StreamSignal& signal : signals_) proxy_.give_back_signal(signal);
@@ -115,6 +122,10 @@ void DeviceOperation::compute_on_caller_stream(size_t stream_scratch_bytes, size
                 stream_scratch_bytes, device_);
   }
   stream_scratch_ = p;
+}
+
+DeviceOperation::PhaseTimes::~PhaseTimes() {
+  if (comm != nullptr) comm->add_compute_ns(phases_ns(stamps, phases));
 }
 
 uint64_t DeviceOperation::phases_ns(const uint64_t* timestamps, size_t phases) {
@@ -324,7 +335,7 @@ void DeviceOperation::enqueue_last_phase() {
   if (timestamps_at_ != kNoTimestamps) proxy_.runtime().write_timestamp(stream_, timestamps() + 2 * last);
   phases_.back()(stream_);
   if (timestamps_at_ != kNoTimestamps) proxy_.runtime().write_timestamp(stream_, timestamps() + 2 * last + 1);
-  timed_phases_ = phases_.size();
+  if (timestamps_at_ != kNoTimestamps) timed_phases_ = phases_.size();
   if (stream_scratch_ != nullptr) {
     proxy_.runtime().free_device_async(stream_scratch_, stream_);
     stream_scratch_freed_ = true;

@@ -312,6 +312,15 @@ class DeviceOperation final : public Operation, private StagingWindow {
   uint64_t* timestamps() const { return reinterpret_cast<uint64_t*>(staging() + timestamps_at_); }
   // The GPU time between each phase's two timestamps, in nanoseconds (once the output word is written).
   static uint64_t phases_ns(const uint64_t* timestamps, size_t phases);
+  // Adds the phases' time to comm's compute_ns when freed (the drain frees it once the output word is written).
+  struct PhaseTimes {
+    std::shared_ptr<StagingLease> block;  // holding the timestamps
+    std::shared_ptr<void> held;           // what else the drain keeps
+    const uint64_t* stamps = nullptr;
+    size_t phases = 0;
+    Comm* comm = nullptr;
+    ~PhaseTimes();
+  };
   std::vector<Range> output_ranges_;
   size_t early_pieces_ = 0;  // output pieces copied out while the host operation still had steps to run
   size_t arrived_pieces_ = 0;

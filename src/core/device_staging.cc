@@ -174,6 +174,7 @@ void DeviceProxy::drain(bool final) {  // final: what is still copied stays kept
     const auto now = std::chrono::steady_clock::now();
     for (auto it = draining_.begin(); it != draining_.end();) {
       if (it->until.reached()) {
+        it->keep_alive.reset();  // under the lock, so that settle() returns with every ended call counted
         draining_bytes_ -= it->staging->bytes();
         done.push_back(std::move(*it));
         it = draining_.erase(it);
@@ -186,6 +187,7 @@ void DeviceProxy::drain(bool final) {  // final: what is still copied stays kept
         }
         draining_bytes_ -= it->staging->bytes();
         new std::shared_ptr<StagingLease>(std::move(it->staging));  // the stream never got there: kept forever
+        new std::shared_ptr<void>(std::move(it->keep_alive));       // (what the call's device work still uses)
         signals_kept_.store(true);
         it = draining_.erase(it);
       } else {

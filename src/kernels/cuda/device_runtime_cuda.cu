@@ -501,11 +501,12 @@ class CudaRuntime final : public DeviceRuntime {
   // The kernels of the device path on `device` (its current context), loaded before any call uses its streams.
   void load_kernels_once(int device) {
     std::lock_guard<std::mutex> lock(loaded_mutex_);
-    if (!loaded_.insert(device).second) return;
+    if (loaded_.count(device) != 0) return;
     cuda::load_kernels();
     cudaFuncAttributes attrs;
     cudaError_t err = cudaFuncGetAttributes(&attrs, write_timestamp_kernel);
     if (err != cudaSuccess) fail(BAGUA_ERR_CUDA, "loading the timestamp kernel: {}", cudaGetErrorString(err));
+    loaded_.insert(device);  // (only once loaded: a failure is retried by the next call)
   }
   std::mutex loaded_mutex_;
   std::set<int> loaded_;
