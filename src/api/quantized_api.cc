@@ -81,8 +81,8 @@ std::unique_ptr<Operation> make_quantized(bagua_comm* handle, const void* sendbu
     // Compressing on the device needs more memory than staging the buffers (fp32 copies of fp16/bf16 inputs; the
     // host's inputs): where that passes the limit or the device has not got it, the call is staged (nothing is taken
     // or counted before the sequence number, so falling back has no side effect). On the caller's stream
-    // (BAGUA_DEVICE_DATA_PATH=stream) only a blocking call of the flat form does, on the stream's own device, and
-    // with a state only while no call that compresses on the host has it.
+    // (BAGUA_DEVICE_DATA_PATH=stream) only a blocking call outside a group of a group member does (every form), on
+    // the stream's own device, and with a state only while no call that compresses on the host has it.
     const QuantizedDeviceMemory memory = quantized_device_memory(comm, args, codec);
     // (each lease is rounded up to 256 bytes; a timed call's timestamps follow its staging, 8-byte aligned)
     const size_t rounding = 512 + (on_stream && comm.config().device_timing ? 8 + DeviceOperation::kTimestampBytes : 0);

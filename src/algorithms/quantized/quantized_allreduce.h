@@ -136,8 +136,8 @@ CallDetails quantized_details(size_t count, const Codec& codec);
 // state that keeps its own error feedback (not the bucket scheduler's). Otherwise it is staged and compresses on
 // the host. Either way the messages and results are the same, so ranks need not agree on it.
 bool compresses_on_device(const Comm& comm, const QuantizedArgs& args, const QuantizedState* state);
-// Whether the form the call takes can compress on its caller's stream (BAGUA_DEVICE_DATA_PATH=stream): the flat and
-// rail forms, where this rank exchanges compressed blocks with at least one other (not the leader form).
+// Whether the call can compress on its caller's stream (BAGUA_DEVICE_DATA_PATH=stream): where this rank exchanges
+// compressed blocks with at least one other (flat and rail forms, a leader of the leader form).
 bool compresses_on_caller_stream(const Comm& comm, const Codec& codec, const QuantizedState* state);
 // What such a call needs: mapped staging for what crosses the wire (compressed blocks; in the hierarchical forms the
 // host's inputs and the full-precision input and output), and device memory for fp32 copies (of fp16/bf16 inputs,
