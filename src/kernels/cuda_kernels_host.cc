@@ -14,6 +14,11 @@ void divide_by(void*, size_t, bagua_datatype_t, int, void*) { no_cuda(); }
 void reduce_spans(void* const*, int, const void* const*, int, size_t, bagua_datatype_t, bagua_redop_t, int, void*) {
   no_cuda();
 }
+void late_copy_bytes(LateSpan, LateSpan, size_t, void*) { no_cuda(); }
+void late_reduce_spans(const LateSpan*, int, const LateSpan*, int, size_t, bagua_datatype_t, bagua_redop_t, int,
+                       void*) {
+  no_cuda();
+}
 void average_correct(void*, const void*, const void*, size_t, bagua_datatype_t, int, void*) { no_cuda(); }
 void minmax_compress(const float*, size_t, const MinMaxFormat&, const RoundingKey&, uint8_t*, void*) { no_cuda(); }
 void minmax_decompress_accumulate(const uint8_t*, size_t, const MinMaxFormat&, float*, void*) { no_cuda(); }

@@ -54,6 +54,11 @@ class HostOnlyRuntime final : public DeviceRuntime {
                           bagua_redop_t, int, DeviceStream) override {
     unavailable();
   }
+  void late_copy_async(LateSpan, LateSpan, size_t, DeviceStream) override { unavailable(); }
+  void late_reduce_spans_async(const std::vector<LateSpan>&, const std::vector<LateSpan>&, size_t, bagua_datatype_t,
+                               bagua_redop_t, int, DeviceStream) override {
+    unavailable();
+  }
   void average_correct_async(void*, const void*, const void*, size_t, bagua_datatype_t, int, DeviceStream) override {
     unavailable();
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bagua/bagua.h"
+#include "kernels/late_span.h"
 #include "kernels/memory_type.h"
 #include "kernels/quantize.h"
 
@@ -150,6 +151,13 @@ class DeviceRuntime {
   // sources in turn and then divide_async, in one pass over the data. srcs[0] may be dsts[0]; no other overlap.
   virtual void reduce_spans_async(const std::vector<void*>& dsts, const std::vector<const void*>& srcs, size_t count,
                                   bagua_datatype_t dtype, bagua_redop_t op, int divisor, DeviceStream stream) = 0;
+  // kernel_copy_async and reduce_spans_async between spans whose addresses the stream reads when it runs the work
+  // (kernels/late_span.h): nothing happens where a word is 0 then. The IPC path on the caller's stream enqueues them
+  // at the call, before the ranks have decided how the call goes (docs/cuda.md).
+  virtual void late_copy_async(LateSpan dst, LateSpan src, size_t bytes, DeviceStream stream) = 0;
+  virtual void late_reduce_spans_async(const std::vector<LateSpan>& dsts, const std::vector<LateSpan>& srcs,
+                                       size_t count, bagua_datatype_t dtype, bagua_redop_t op, int divisor,
+                                       DeviceStream stream) = 0;
   // x = average_correction(x, sum, snapshot, n) element-wise (kernels/reduce_math.h), float32 or float64.
   virtual void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count,
                                      bagua_datatype_t dtype, int n, DeviceStream stream) = 0;

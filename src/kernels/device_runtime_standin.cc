@@ -127,6 +127,22 @@ static_assert(sizeof(StandinIpcHandle) <= sizeof(IpcHandle));
 
 size_t mapped_length(size_t bytes) { return std::max<size_t>(4096, (bytes + 4095) & ~size_t{4095}); }
 
+// A late span's address as the stream runs (acquire: what the host wrote before the word is visible); nullptr for 0.
+uint8_t* resolve(const LateSpan& span) {
+  const uint64_t base = __atomic_load_n(span.base, __ATOMIC_ACQUIRE);
+  return base == 0 ? nullptr : reinterpret_cast<uint8_t*>(base + span.offset);
+}
+
+// reduce_spans_async's work, as the stream runs it.
+void reduce_spans_now(const std::vector<void*>& dsts, const std::vector<const void*>& srcs, size_t count,
+                      bagua_datatype_t dtype, bagua_redop_t op, int divisor) {
+  const size_t bytes = count * datatype_size(dtype);
+  if (srcs.size() == 1 && dsts[0] != srcs[0]) std::memcpy(dsts[0], srcs[0], bytes);
+  for (size_t k = 1; k < srcs.size(); ++k) reduce_from(dsts[0], k == 1 ? srcs[0] : dsts[0], srcs[k], count, dtype, op);
+  if (divisor) divide_by(dsts[0], count, dtype, divisor);
+  for (size_t d = 1; d < dsts.size(); ++d) std::memcpy(dsts[d], dsts[0], bytes);
+}
+
 bool word_reached(const volatile uint32_t* word, uint32_t value) {
   uint32_t now = __atomic_load_n(const_cast<const uint32_t*>(word), __ATOMIC_ACQUIRE);
   return static_cast<int32_t>(now - value) >= 0;
@@ -369,13 +385,25 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   void reduce_spans_async(const std::vector<void*>& dsts, const std::vector<const void*>& srcs, size_t count,
                           bagua_datatype_t dtype, bagua_redop_t op, int divisor, DeviceStream stream) override {
     DriverTurn turn;
+    stream_of(stream)->enqueue([=] { reduce_spans_now(dsts, srcs, count, dtype, op, divisor); });
+  }
+  void late_copy_async(LateSpan dst, LateSpan src, size_t bytes, DeviceStream stream) override {
+    DriverTurn turn;
     stream_of(stream)->enqueue([=] {
-      const size_t bytes = count * datatype_size(dtype);
-      if (srcs.size() == 1 && dsts[0] != srcs[0]) std::memcpy(dsts[0], srcs[0], bytes);
-      for (size_t k = 1; k < srcs.size(); ++k)
-        reduce_from(dsts[0], k == 1 ? srcs[0] : dsts[0], srcs[k], count, dtype, op);
-      if (divisor) divide_by(dsts[0], count, dtype, divisor);
-      for (size_t d = 1; d < dsts.size(); ++d) std::memcpy(dsts[d], dsts[0], bytes);
+      uint8_t *to = resolve(dst), *from = resolve(src);
+      if (to != nullptr && from != nullptr && bytes > 0) std::memmove(to, from, bytes);
+    });
+  }
+  void late_reduce_spans_async(const std::vector<LateSpan>& dsts, const std::vector<LateSpan>& srcs, size_t count,
+                               bagua_datatype_t dtype, bagua_redop_t op, int divisor, DeviceStream stream) override {
+    DriverTurn turn;
+    stream_of(stream)->enqueue([=] {
+      std::vector<void*> to;
+      std::vector<const void*> from;
+      for (const LateSpan& s : dsts) to.push_back(resolve(s));
+      for (const LateSpan& s : srcs) from.push_back(resolve(s));
+      if (std::count(to.begin(), to.end(), nullptr) > 0 || std::count(from.begin(), from.end(), nullptr) > 0) return;
+      reduce_spans_now(to, from, count, dtype, op, divisor);
     });
   }
   void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype,

@@ -134,6 +134,75 @@ void reduce_spans() {
   }
 }
 
+// The IPC path's kernels on the caller's stream (cuda::late_copy_bytes, late_reduce_spans), whose addresses are
+// words in mapped host memory read when they run: the same bytes as copy_bytes and reduce_spans, alignments chosen
+// at run time, and nothing touched while a word is 0.
+void late_spans() {
+  uint64_t* words = nullptr;
+  cudaHostAlloc(reinterpret_cast<void**>(&words), 64 * sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable);
+  const size_t n = 70001;
+  std::vector<uint8_t> src(n);
+  for (size_t i = 0; i < n; ++i) src[i] = static_cast<uint8_t>(i * 37 + 11);
+  uint8_t* dsrc = to_device(src);
+  const size_t cases[][3] = {{0, 0, n - 16}, {3, 3, 50001}, {4, 8, 40003}, {1, 2, 4099}, {5, 0, 17}};
+  for (const auto& c : cases) {
+    uint8_t* ddst = to_device(std::vector<uint8_t>(n));
+    // Bases one byte below the buffers, offsets making up for it: the alignment is the sum's.
+    words[0] = 0;
+    words[1] = reinterpret_cast<uint64_t>(dsrc) - 1;
+    cuda::late_copy_bytes({&words[0], c[1] + 1}, {&words[1], c[0] + 1}, c[2], nullptr);
+    cuda::synchronize(nullptr);
+    EXPECT(to_host(ddst, n) == std::vector<uint8_t>(n), "late copy with a base of 0 wrote");
+    words[0] = reinterpret_cast<uint64_t>(ddst) - 1;
+    cuda::late_copy_bytes({&words[0], c[1] + 1}, {&words[1], c[0] + 1}, c[2], nullptr);
+    cuda::synchronize(nullptr);
+    std::vector<uint8_t> want(n);
+    std::memcpy(want.data() + c[1], src.data() + c[0], c[2]);
+    EXPECT(to_host(ddst, n) == want, "late copy of %zu bytes from offset %zu to %zu differs", c[2], c[0], c[1]);
+    cudaFree(ddst);
+  }
+  cudaFree(dsrc);
+  std::mt19937_64 rng(13);
+  const size_t count = 9001;
+  for (bagua_datatype_t dtype : {BAGUA_FLOAT32, BAGUA_FLOAT16, BAGUA_INT64})
+    for (bagua_redop_t op : {BAGUA_SUM, BAGUA_AVG, BAGUA_MAX})
+      for (int nsrc : {1, 3, 18}) {
+        const size_t bytes = count * datatype_size(dtype);
+        const int ndst = nsrc == 18 ? 18 : 3, divisor = op == BAGUA_AVG ? nsrc : 0;
+        std::vector<std::vector<uint8_t>> in(nsrc, std::vector<uint8_t>(bytes));
+        for (auto& v : in)
+          for (auto& b : v) b = static_cast<uint8_t>(rng());
+        std::vector<uint8_t> want = in[0];
+        for (int k = 1; k < nsrc; ++k)
+          reduce_from_with(CpuKernels::kScalar, want.data(), want.data(), in[k].data(), count, dtype, op);
+        if (divisor) divide_by_with(CpuKernels::kScalar, want.data(), count, dtype, divisor);
+        // One device block per side; span k at k * bytes, its word holding the block's address.
+        uint8_t* dsrc_block = to_device(std::vector<uint8_t>(bytes * nsrc));
+        uint8_t* ddst_block = to_device(std::vector<uint8_t>(bytes * ndst));
+        for (int k = 0; k < nsrc; ++k) cudaMemcpy(dsrc_block + k * bytes, in[k].data(), bytes, cudaMemcpyHostToDevice);
+        std::vector<LateSpan> srcs, dsts;
+        for (int k = 0; k < nsrc; ++k) srcs.push_back({&words[k % 2], k * bytes});
+        for (int d = 0; d < ndst; ++d) dsts.push_back({&words[2], d * bytes});
+        words[0] = words[1] = reinterpret_cast<uint64_t>(dsrc_block);
+        words[2] = 0;
+        cuda::late_reduce_spans(dsts.data(), ndst, srcs.data(), nsrc, count, dtype, op, divisor, nullptr);
+        cuda::synchronize(nullptr);
+        EXPECT(to_host(ddst_block, bytes * ndst) == std::vector<uint8_t>(bytes * ndst),
+               "late reduction with a destination word of 0 wrote");
+        words[2] = reinterpret_cast<uint64_t>(ddst_block);
+        cuda::late_reduce_spans(dsts.data(), ndst, srcs.data(), nsrc, count, dtype, op, divisor, nullptr);
+        cuda::synchronize(nullptr);
+        std::vector<uint8_t> got = to_host(ddst_block, bytes * ndst);
+        for (int d = 0; d < ndst; ++d)
+          EXPECT(std::memcmp(got.data() + d * bytes, want.data(), bytes) == 0,
+                 "late reduction of %d spans (%s, %s): destination %d differs", nsrc, datatype_name(dtype),
+                 redop_name(op), d);
+        cudaFree(dsrc_block);
+        cudaFree(ddst_block);
+      }
+  cudaFreeHost(words);
+}
+
 // Device memory holding `host` at a byte offset (offset 0 is cudaMalloc's 256-byte alignment), so kernels meet
 // buffers that are not 16- or 4-byte aligned.
 template <typename T>
@@ -452,6 +521,7 @@ int main() {
   reductions();
   copies();
   reduce_spans();
+  late_spans();
   quantization();
   other_kernels();
   wire_formats();

@@ -228,6 +228,8 @@ cudaError_t cudaFree(void* ptr) {
   std::free(ptr);
   return cudaSuccess;
 }
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) { return cudaMalloc(ptr, bytes); }
+cudaError_t cudaFreeHost(void* ptr) { return cudaFree(ptr); }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
   std::memcpy(dst, src, bytes);
   return cudaSuccess;

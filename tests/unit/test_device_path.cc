@@ -157,3 +157,37 @@ TEST_CASE("a host-memory-only thread detects host without the runtime", "[.][dev
   CHECK(device == 0);
   rt.free_device(dev);
 }
+
+// Oracle: late spans resolve when the stream runs the work, not when it is enqueued; a word of 0 then skips it
+// (kernels/late_span.h). The stand-in's order: a stream runs its tasks in turn, after a wait_value on a word.
+TEST_CASE("late spans are read when the stream reaches the work", "[.][device_path]") {
+  DeviceRuntime& rt = device_runtime();
+  REQUIRE(std::string(rt.name()) == "host stand-in");
+  auto* words = static_cast<uint64_t*>(rt.alloc_mapped(5 * sizeof(uint64_t) + sizeof(uint32_t)));
+  auto* gate = reinterpret_cast<volatile uint32_t*>(words + 5);
+  *gate = 0;
+  for (int k = 0; k < 5; ++k) words[k] = 0;
+  DeviceStream stream = rt.create_stream(0);
+  std::vector<float> a(1000, 1.5f), b(1000, 2.0f), out(1000, 0.0f), skipped(1000, 7.0f);
+  rt.wait_value(stream, gate, 1);
+  rt.late_reduce_spans_async({{&words[2], 0}}, {{&words[0], 0}, {&words[1], 0}}, 1000, BAGUA_FLOAT32, BAGUA_AVG, 2,
+                             stream);
+  rt.late_copy_async({&words[3], 0}, {&words[4], 0}, 64, stream);  // words[4] stays 0: skipped
+  // Written after the enqueue, before the gate opens: what the stream uses.
+  words[0] = reinterpret_cast<uint64_t>(a.data());
+  words[1] = reinterpret_cast<uint64_t>(b.data());
+  words[3] = reinterpret_cast<uint64_t>(skipped.data());
+  __atomic_store_n(&words[2], reinterpret_cast<uint64_t>(out.data()), __ATOMIC_RELEASE);
+  __atomic_store_n(gate, 1u, __ATOMIC_RELEASE);
+  rt.synchronize(stream, 5000);
+  CHECK(out == std::vector<float>(1000, 1.75f));
+  CHECK(skipped == std::vector<float>(1000, 7.0f));
+  // A destination word of 0 skips a reduction: nothing written.
+  words[2] = 0;
+  rt.late_reduce_spans_async({{&words[2], 0}}, {{&words[0], 0}, {&words[1], 0}}, 1000, BAGUA_FLOAT32, BAGUA_SUM, 0,
+                             stream);
+  rt.synchronize(stream, 5000);
+  CHECK(out == std::vector<float>(1000, 1.75f));
+  rt.destroy_stream(stream);
+  rt.free_mapped(words);
+}

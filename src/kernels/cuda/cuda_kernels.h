@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "bagua/bagua.h"
+#include "kernels/late_span.h"
 #include "kernels/quantize.h"
 
 namespace bagua::cuda {
@@ -23,6 +24,11 @@ void divide_by(void* dst, size_t count, bagua_datatype_t dtype, int divisor, voi
 constexpr int kMaxReduceSpans = 16;
 void reduce_spans(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count, bagua_datatype_t dtype,
                   bagua_redop_t op, int divisor, void* stream);
+// copy_bytes and reduce_spans between spans whose addresses are read when the kernel runs (kernels/late_span.h):
+// nothing is copied or reduced when a base word is 0 (the host sets all of a call's words or none).
+void late_copy_bytes(LateSpan dst, LateSpan src, size_t bytes, void* stream);
+void late_reduce_spans(const LateSpan* dsts, int ndst, const LateSpan* srcs, int nsrc, size_t count,
+                       bagua_datatype_t dtype, bagua_redop_t op, int divisor, void* stream);
 // Asynchronous averaging's correction (kernels/cpu/reduce.h's average_correct), float32 or float64.
 void average_correct(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype, int n,
                      void* stream);

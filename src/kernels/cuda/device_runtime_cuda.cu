@@ -425,6 +425,18 @@ class CudaRuntime final : public DeviceRuntime {
     cuda::reduce_spans(dsts.data(), static_cast<int>(dsts.size()), srcs.data(), static_cast<int>(srcs.size()), count,
                        dtype, op, divisor, stream);
   }
+  void late_copy_async(LateSpan dst, LateSpan src, size_t bytes, DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    cuda::late_copy_bytes(dst, src, bytes, stream);
+  }
+  void late_reduce_spans_async(const std::vector<LateSpan>& dsts, const std::vector<LateSpan>& srcs, size_t count,
+                               bagua_datatype_t dtype, bagua_redop_t op, int divisor, DeviceStream stream) override {
+    RelaxedCapture relaxed;
+    DeviceGuard on(device_of_stream(stream));
+    cuda::late_reduce_spans(dsts.data(), static_cast<int>(dsts.size()), srcs.data(), static_cast<int>(srcs.size()),
+                            count, dtype, op, divisor, stream);
+  }
   void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype,
                              int n, DeviceStream stream) override {
     RelaxedCapture relaxed;

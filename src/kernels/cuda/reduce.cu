@@ -92,7 +92,7 @@ __global__ void reduce_spans_kernel(const __grid_constant__ SpanPointers p, size
 // Bytes copied by the multiprocessors, in words of W where source and destination share W's alignment: bytes
 // before the first aligned word and after the last go one by one.
 template <typename W>
-__global__ void copy_kernel(uint8_t* dst, const uint8_t* src, size_t bytes, size_t head, size_t words) {
+__device__ void copy_words(uint8_t* dst, const uint8_t* src, size_t bytes, size_t head, size_t words) {
   const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const W* from = reinterpret_cast<const W*>(src + head);
@@ -100,6 +100,77 @@ __global__ void copy_kernel(uint8_t* dst, const uint8_t* src, size_t bytes, size
   for (size_t i = first; i < words; i += stride) to[i] = from[i];
   for (size_t i = first; i < head; i += stride) dst[i] = src[i];
   for (size_t i = head + words * sizeof(W) + first; i < bytes; i += stride) dst[i] = src[i];
+}
+
+template <typename W>
+__global__ void copy_kernel(uint8_t* dst, const uint8_t* src, size_t bytes, size_t head, size_t words) {
+  copy_words<W>(dst, src, bytes, head, words);
+}
+
+// The spans' addresses, read once per block from the host's words into shared memory; false when a word is 0.
+__device__ bool resolve_late(const LateSpan* spans, int n, uint8_t** out) {
+  __shared__ int missing;
+  if (threadIdx.x == 0) {
+    missing = 0;
+    for (int k = 0; k < n; ++k) {
+      const uint64_t base = *static_cast<const volatile uint64_t*>(spans[k].base);
+      missing |= base == 0;
+      out[k] = reinterpret_cast<uint8_t*>(base + spans[k].offset);
+    }
+  }
+  __syncthreads();
+  return missing == 0;
+}
+
+__global__ void late_copy_kernel(const __grid_constant__ LateSpan dst, const __grid_constant__ LateSpan src,
+                                 size_t bytes) {
+  __shared__ uint8_t* at[2];
+  const LateSpan spans[2] = {dst, src};
+  if (!resolve_late(spans, 2, at)) return;
+  // The copy_bytes word choice, made here: the addresses were unknown at the launch.
+  const auto skew = reinterpret_cast<uintptr_t>(at[0]) ^ reinterpret_cast<uintptr_t>(at[1]);
+  auto run = [&](auto word) {
+    using W = decltype(word);
+    const size_t align = (sizeof(W) - reinterpret_cast<uintptr_t>(at[0]) % sizeof(W)) % sizeof(W);
+    const size_t head = bytes < align ? bytes : align;
+    copy_words<W>(at[0], at[1], bytes, head, (bytes - head) / sizeof(W));
+  };
+  if (skew % 16 == 0)
+    run(uint4{});
+  else if (skew % 4 == 0)
+    run(uint32_t{});
+  else
+    run(uint8_t{});
+}
+
+struct LateSpanPointers {
+  LateSpan src[kMaxReduceSpans];
+  LateSpan dst[kMaxReduceSpans];
+  int nsrc, ndst;
+};
+
+template <typename T>
+__global__ void late_reduce_spans_kernel(const __grid_constant__ LateSpanPointers p, size_t count, bagua_redop_t op,
+                                         int divisor) {
+  __shared__ uint8_t* at[2 * kMaxReduceSpans];
+  LateSpan spans[2 * kMaxReduceSpans];
+  for (int k = 0; k < p.nsrc; ++k) spans[k] = p.src[k];
+  for (int d = 0; d < p.ndst; ++d) spans[p.nsrc + d] = p.dst[d];
+  if (!resolve_late(spans, p.nsrc + p.ndst, at)) return;
+  using A = Arith<T>;
+  using W = typename A::Wide;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const T first = reinterpret_cast<const T*>(at[0])[i];
+    T out = first;  // (as reduce_spans_kernel)
+    if (p.nsrc > 1 || divisor) {
+      W acc = A::load(first);
+      for (int k = 1; k < p.nsrc; ++k)
+        acc = A::load(A::store(apply_op(acc, A::load(reinterpret_cast<const T*>(at[k])[i]), op)));
+      out = A::store(divisor ? divide_value<W>(acc, divisor) : acc);
+    }
+    for (int d = 0; d < p.ndst; ++d) reinterpret_cast<T*>(at[p.nsrc + d])[i] = out;
+  }
 }
 
 template <typename F>
@@ -202,6 +273,43 @@ void reduce_spans(void* const* dsts, int ndst, const void* const* srcs, int nsrc
 }
 
 namespace {
+// Late kernels resolve their addresses once per block: a bounded grid keeps those reads of host memory few.
+unsigned late_blocks_for(size_t units) { return std::min(blocks_for(units), 1024u); }
+}  // namespace
+
+void late_copy_bytes(LateSpan dst, LateSpan src, size_t bytes, void* stream) {
+  if (bytes == 0) return;
+  BAGUA_LAUNCH(late_copy_kernel, late_blocks_for((bytes + 15) / 16), 256, 0, static_cast<cudaStream_t>(stream), dst,
+               src, bytes);
+  check_launch("CUDA copy of late spans");
+}
+
+void late_reduce_spans(const LateSpan* dsts, int ndst, const LateSpan* srcs, int nsrc, size_t count,
+                       bagua_datatype_t dtype, bagua_redop_t op, int divisor, void* stream) {
+  if (nsrc < 1 || ndst < 1) fail(BAGUA_ERR_INVALID_ARGUMENT, "a reduction of {} spans into {}", nsrc, ndst);
+  if (count == 0) return;
+  // The batches of reduce_spans.
+  int done = 0;
+  for (;;) {
+    LateSpanPointers p{};
+    p.nsrc = 0;
+    if (done > 0) p.src[p.nsrc++] = dsts[0];
+    while (p.nsrc < kMaxReduceSpans && done < nsrc) p.src[p.nsrc++] = srcs[done++];
+    const bool last = done == nsrc;
+    p.ndst = last ? std::min(ndst, kMaxReduceSpans) : 1;
+    for (int d = 0; d < p.ndst; ++d) p.dst[d] = dsts[d];
+    dispatch(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      BAGUA_LAUNCH(late_reduce_spans_kernel<T>, late_blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream), p,
+                   count, op, last ? divisor : 0);
+    });
+    check_launch("CUDA reduction of late spans");
+    if (last) break;
+  }
+  for (int d = kMaxReduceSpans; d < ndst; ++d) late_copy_bytes(dsts[d], dsts[0], count * datatype_size(dtype), stream);
+}
+
+namespace {
 template <typename T>
 __global__ void average_correct_kernel(T* x, const T* sum, const T* snapshot, size_t count, int n) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
@@ -233,13 +341,15 @@ void load_kernels() {
       cudaFuncAttributes attrs;
       if (cudaFuncGetAttributes(&attrs, reduce_kernel<T>) != cudaSuccess ||
           cudaFuncGetAttributes(&attrs, divide_kernel<T>) != cudaSuccess ||
-          cudaFuncGetAttributes(&attrs, reduce_spans_kernel<T>) != cudaSuccess)
+          cudaFuncGetAttributes(&attrs, reduce_spans_kernel<T>) != cudaSuccess ||
+          cudaFuncGetAttributes(&attrs, late_reduce_spans_kernel<T>) != cudaSuccess)
         check_launch("loading the CUDA reduction kernels");
     });
   cudaFuncAttributes attrs;
   if (cudaFuncGetAttributes(&attrs, copy_kernel<uint4>) != cudaSuccess ||
       cudaFuncGetAttributes(&attrs, copy_kernel<uint32_t>) != cudaSuccess ||
-      cudaFuncGetAttributes(&attrs, copy_kernel<uint8_t>) != cudaSuccess)
+      cudaFuncGetAttributes(&attrs, copy_kernel<uint8_t>) != cudaSuccess ||
+      cudaFuncGetAttributes(&attrs, late_copy_kernel) != cudaSuccess)
     check_launch("loading the CUDA copy kernels");
   if (cudaFuncGetAttributes(&attrs, average_correct_kernel<float>) != cudaSuccess ||
       cudaFuncGetAttributes(&attrs, average_correct_kernel<double>) != cudaSuccess)
