@@ -51,6 +51,10 @@ struct CollectiveArgs {
   // nullptr: BAGUA_ALGO rules, then the cost model.
   const char* algorithm = nullptr;
 
+  // A blocking call outside a group: on device memory, its work may go in phases on the caller's stream
+  // (DeviceOperation::compute_on_caller_stream), which a request or a group member cannot.
+  bool phases_allowed = false;
+
   // Set by check_collective_args: where the buffers live, and the bytes of each this rank reads or writes.
   bool on_device = false;
   int device = -1;

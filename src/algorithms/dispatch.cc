@@ -8,6 +8,7 @@
 #include "algorithms/argument_checks.h"
 #include "algorithms/calibration.h"
 #include "algorithms/p2p.h"
+#include "algorithms/peer_memory/peer_memory.h"
 #include "algorithms/registry.h"
 #include "base/error.h"
 #include "base/logging.h"
@@ -360,6 +361,43 @@ std::unique_ptr<Operation> make_device_collective_in_host(Comm& comm, const Coll
   return op;
 }
 
+// Whether an in-host device algorithm's call runs on the caller's stream (BAGUA_DEVICE_DATA_PATH=stream): a blocking
+// call outside a group whose stream is on its buffers' device, of a collective whose plan this rank knows at the
+// call (alltoall(v)'s depends on what the peers send). The others stage, and run the host algorithm.
+bool in_host_on_caller_stream(Comm& comm, const CollectiveArgs& args) {
+  return args.phases_allowed && args.collective != Collective::kAlltoall && args.collective != Collective::kAlltoallv &&
+         comm.device_proxy().runtime().stream_device(args.stream) == args.device;
+}
+
+// That call (docs/cuda.md, "The IPC path on the caller's stream"): its plan's kernels on the caller's stream, and its
+// staging taken now, laid out for the fallback; the ranks decide between them while the stream runs up to the call.
+std::unique_ptr<Operation> make_device_collective_in_host_on_stream(Comm& comm, const CollectiveArgs& args,
+                                                                    Algorithm algorithm, const char* suffix) {
+  DeviceProxy& proxy = comm.device_proxy();
+  proxy.open_requested_mappings();  // (this thread: what the proxy asked for at earlier calls)
+  const StagingLayout layout = staging_layout(args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent);
+  const size_t words_at = (layout.bytes + 7) & ~size_t{7};
+  std::unique_ptr<DeviceOperation> op =
+      prepare_device_operation(comm, opkind_of(args.collective), args.stream, args.device,
+                               words_at + peer_memory_late_words(comm.size()) * sizeof(uint64_t));
+  op->compute_on_caller_stream(0);
+  op->set_late_words_at(words_at);
+  op->set_algorithm(collective_name(args.collective), algorithm->name);
+  // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
+  ScheduleContext ctx = collective_context(comm, args, algorithm);
+  std::string description =
+      fmt::format("{} #{} ({} x {}, {}, device{}, on the caller's stream)", collective_name(args.collective),
+                  ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
+  // Built at the call, on the staging the call takes (enqueue_input_on_caller_stream); handed over when it starts.
+  auto built = std::make_shared<std::unique_ptr<Operation>>();
+  op->lay_out_staging_at_start([layout, args, algorithm, ctx, description, built](DeviceOperation& self) {
+    lay_out_staging(self, layout, args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent, false);
+    *built = algorithm->build_on_device(args, self, ctx, description);
+  });
+  op->set_host_operation([built] { return std::move(*built); }, description);
+  return op;
+}
+
 // The collective on staging memory.
 std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveArgs& args, Algorithm algorithm,
                                                   const char* suffix) {
@@ -405,9 +443,13 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
                 args.algorithm ? std::string("the caller's choice")
                                : selector_of(comm).explain(args.collective, args.message_bytes(n), n, comm.hosts()));
   if (args.on_device) {
-    // (With BAGUA_DEVICE_DATA_PATH=stream the in-host algorithms run on staging, as a host rank's would.)
-    if (algorithm->build_on_device != nullptr && comm.nhosts() <= 1 && n > 1 && !comm.config().device_path_on_stream)
+    // (With BAGUA_DEVICE_DATA_PATH=stream the in-host algorithms run on the caller's stream where they can, and
+    // otherwise on staging, as a host rank's would.)
+    const bool in_host = algorithm->build_on_device != nullptr && comm.nhosts() <= 1 && n > 1;
+    if (in_host && !comm.config().device_path_on_stream)
       return make_device_collective_in_host(comm, args, algorithm, suffix);
+    if (in_host && in_host_on_caller_stream(comm, args))
+      return make_device_collective_in_host_on_stream(comm, args, algorithm, suffix);
     return make_device_collective(comm, args, algorithm, suffix);
   }
   ScheduleContext ctx = collective_context(comm, args, algorithm);

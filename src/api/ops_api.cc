@@ -115,6 +115,7 @@ CollectiveArgs alltoallv_args(const void* sendbuf, const size_t* sendcounts, con
 // One blocking and one non-blocking entry point per collective.
 bagua_status_t blocking(void* stream, bagua_comm_t comm, const char* name, CollectiveArgs args) {
   args.stream = stream;
+  args.phases_allowed = !in_open_group();
   return guarded(comm, name, [&] { run_blocking(comm, make_collective(require_comm(comm), args)); });
 }
 

@@ -146,6 +146,7 @@ DeviceProxy::DeviceProxy(Comm& comm) : comm_(comm), runtime_(device_runtime()) {
       comm_.config().ipc_cache_entries,
       [runtime](const IpcHandle& handle, int device) { return runtime->open_ipc(handle, device); },
       [this](void* mapped, int device) { close_later(mapped, device); });
+  caller_mappings_ = std::make_unique<CallerIpcMappings>(runtime_, comm_.config().ipc_cache_entries);
   heartbeat_ns_.store(steady_ns());
   thread_ = std::thread([this] { run(); });
   try {
@@ -214,10 +215,13 @@ DeviceProxy::~DeviceProxy() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  caller_mappings_.reset();  // (after the drain: the calls that used them have ended)
   for (auto& [bytes, ptr] : free_blocks_) runtime_.free_mapped(ptr);
   if (!signals_kept_.load())  // else a stream may still write a word in them
     for (uint32_t* page : gate_pages_) runtime_.free_mapped(page);
 }
+
+void DeviceProxy::open_requested_mappings() { caller_mappings_->open_requested(!gates_parked_anywhere()); }
 
 void DeviceProxy::check_stream(DeviceStream stream) const {
   if (runtime_.stream_capturing(stream))

@@ -130,6 +130,12 @@ class DeviceOperation final : public Operation, private StagingWindow {
   void copy_out(void* device_dst, const void* stage, size_t bytes) {
     copies_out_.push_back({device_dst, stage, bytes});
   }
+  const std::vector<DeviceCopy>& copies_in() const { return copies_in_; }
+  const std::vector<DeviceCopy>& copies_out() const { return copies_out_; }
+  // Words for late spans (kernels/late_span.h) in the call's own staging, `at` bytes from its start (8-aligned):
+  // a call that computes on the caller's stream writes them from the host before its phases reach the work.
+  void set_late_words_at(size_t at) { late_words_at_ = at; }
+  uint64_t* late_words() const { return reinterpret_cast<uint64_t*>(staging() + late_words_at_); }
   // The copies may run in pieces around a host operation that pipelines (core/staging_window.h), from
   // kPipelineMinBytes of input or output: the collectives' staged path allows it.
   void allow_pipelined_staging() { pipeline_allowed_ = true; }
@@ -308,6 +314,7 @@ class DeviceOperation final : public Operation, private StagingWindow {
   void* stream_scratch_ = nullptr;
   bool stream_scratch_freed_ = false;  // its free is enqueued after the last phase
   size_t timestamps_at_ = kNoTimestamps;
+  size_t late_words_at_ = 0;
   size_t timed_phases_ = 0;  // phases whose timestamps are enqueued (all of them, once the last one is)
   uint64_t* timestamps() const { return reinterpret_cast<uint64_t*>(staging() + timestamps_at_); }
   // The GPU time between each phase's two timestamps, in nanoseconds (once the output word is written).
@@ -413,6 +420,10 @@ class DeviceProxy {
   DeviceStream copy_stream(int device);
   // Peers' allocations mapped through IPC (used by the proxy thread only; opened() may be read from any).
   IpcCache& ipc_cache() { return *ipc_cache_; }
+  // The IPC path on the caller's stream: mappings the calling threads open (core/ipc_cache.h). A device call's thread
+  // calls open_requested_mappings before it enqueues (it also closes what was let go while no gate is parked).
+  CallerIpcMappings& caller_mappings() { return *caller_mappings_; }
+  void open_requested_mappings();
   // Submitted operations that wait to start (+1), or started or ended (-1).
   void count_unstarted(int change) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -514,6 +525,7 @@ class DeviceProxy {
   std::vector<uint32_t> free_slots_;
   std::map<int, DeviceStream> copy_streams_;
   std::unique_ptr<IpcCache> ipc_cache_;
+  std::unique_ptr<CallerIpcMappings> caller_mappings_;
   std::mutex closes_mutex_;
   std::vector<std::pair<void*, int>> pending_closes_;
   std::atomic<uint64_t> in_host_through_ipc_{0}, in_host_staged_{0}, compressed_on_device_{0};

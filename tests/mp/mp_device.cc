@@ -884,6 +884,137 @@ int ipc(bagua_comm_t comm, bool expect_staged, bool rank1_cannot_map) {
   return 0;
 }
 
+uint64_t caller_opened(bagua_comm_t comm) { return comm->impl->device_proxy().caller_mappings().opened(); }
+
+// The IPC path on the caller's stream (BAGUA_DEVICE_DATA_PATH=stream; docs/cuda.md): a call on buffers that a peer
+// process has not mapped yet is staged, and has this process's next device call map them on its own thread; the same
+// buffers again go through IPC. The proxy thread opens nothing. Oracle: exact int64 sums, every element, every call.
+int ipc_stream(bagua_comm_t comm) {
+  void* stream = g_rt->create_stream(0);
+  const size_t count = 100003;  // 800 KB: the direct algorithm's range on one host; blocks of uneven size
+  DevBuf a(count), b(count);
+  uint64_t ipc_before = through_ipc(comm), staged_before = staged(comm);
+  auto went = [&](uint64_t ipc_calls, uint64_t staged_calls) {
+    MP_CHECK(through_ipc(comm) - ipc_before == ipc_calls);
+    MP_CHECK(staged(comm) - staged_before == staged_calls);
+    ipc_before = through_ipc(comm);
+    staged_before = staged(comm);
+  };
+  exact_allreduce(comm, stream, a, nullptr, 1);  // a is new to the peers
+  went(0, 1);
+  exact_allreduce(comm, stream, a, nullptr, 2);
+  went(1, 0);
+  exact_allreduce(comm, stream, a, &b, 3);  // b is
+  went(0, 1);
+  exact_allreduce(comm, stream, a, &b, 4);
+  went(1, 0);
+  MP_CHECK(ipc_opened(comm) == 0);
+  MP_CHECK(caller_opened(comm) == 2 * static_cast<uint64_t>(g_size - 1));  // each peer's a and b
+  // One rank on memory that peers cannot map: every rank stages, every time.
+  if (StandinControl* standin = standin_control()) {
+    DevBuf c(count);
+    int64_t* unmappable = nullptr;
+    if (g_rank == g_size - 1) {
+      unmappable = static_cast<int64_t*>(standin->alloc_unexportable(count * sizeof(int64_t)));
+      MP_CHECK(unmappable != nullptr);
+      std::swap(c.dev, unmappable);
+    }
+    exact_allreduce(comm, stream, c, nullptr, 5);
+    exact_allreduce(comm, stream, c, nullptr, 6);
+    went(0, 2);
+    if (unmappable) std::swap(c.dev, unmappable);
+    g_rt->free_device(unmappable);
+  }
+  // The other collectives, twice on the same buffers: the second time through IPC.
+  const size_t c = 70000;  // per block: 560 KB (the model takes peer_memory from 1 MiB in all)
+  const int n = g_size, me = g_rank;
+  DevBuf big(c * n), small(c);
+  auto fetch = [&](DevBuf& d) {
+    d.download(stream);
+    sync(stream);
+  };
+  auto fill = [](DevBuf& d, int r) {
+    for (size_t i = 0; i < d.host.size(); ++i) d.host[i] = value(r, i);
+  };
+  for (int rep = 0; rep < 2; ++rep) {
+    fill(small, me);
+    small.upload(stream);
+    MP_OK(bagua_allgather(small.dev, big.dev, c, BAGUA_INT64, comm, stream));
+    fetch(big);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < c; ++i) MP_CHECK(big.host[r * c + i] == value(r, i));
+    fill(big, me);
+    big.upload(stream);
+    MP_OK(bagua_reduce_scatter(big.dev, small.dev, c, BAGUA_INT64, BAGUA_SUM, comm, stream));
+    fetch(small);
+    for (size_t i = 0; i < c; ++i) MP_CHECK(small.host[i] == value_sum(me * c + i));
+    fill(small, me);
+    small.upload(stream);
+    MP_OK(bagua_broadcast(small.dev, small.dev, c, BAGUA_INT64, 1, comm, stream));
+    fetch(small);
+    for (size_t i = 0; i < c; ++i) MP_CHECK(small.host[i] == value(1, i));
+    fill(small, me);
+    small.upload(stream);
+    MP_OK(bagua_reduce(small.dev, small.dev, c, BAGUA_INT64, BAGUA_SUM, n - 1, comm, stream));
+    fetch(small);
+    if (me == n - 1)
+      for (size_t i = 0; i < c; ++i) MP_CHECK(small.host[i] == value_sum(i));
+    fill(small, me);
+    small.upload(stream);
+    MP_OK(bagua_gather(small.dev, big.dev, c, BAGUA_INT64, 0, comm, stream));
+    fetch(big);
+    if (me == 0)
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < c; ++i) MP_CHECK(big.host[r * c + i] == value(r, i));
+    fill(big, me);
+    big.upload(stream);
+    MP_OK(bagua_scatter(big.dev, small.dev, c, BAGUA_INT64, 1, comm, stream));
+    fetch(small);
+    for (size_t i = 0; i < c; ++i) MP_CHECK(small.host[i] == value(1, me * c + i));
+    if (rep == 0)
+      went(through_ipc(comm) - ipc_before, staged(comm) - staged_before);  // (big and small were new)
+    else
+      went(6, 0);
+  }
+  // Queued on two streams without a synchronize: exact however they went; then the same buffers again, through IPC.
+  void* other = g_rt->create_stream(0);
+  std::vector<std::unique_ptr<DevBuf>> queued;
+  for (int i = 0; i < 12; ++i) queued.push_back(std::make_unique<DevBuf>(count));
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < 12; ++i) {
+      DevBuf& q = *queued[i];
+      void* on = i % 2 ? other : stream;
+      for (size_t e = 0; e < count; ++e) q.host[e] = value(g_rank, e) + i + pass;
+      q.upload(on);
+      MP_OK(bagua_allreduce(q.dev, q.dev, count, BAGUA_INT64, BAGUA_SUM, comm, on));
+      q.download(on);
+    }
+    sync(stream);
+    sync(other);
+    for (int i = 0; i < 12; ++i)
+      for (size_t e = 0; e < count; ++e) MP_CHECK(queued[i]->host[e] == value_sum(e) + (i + pass) * g_size);
+    if (pass == 0)
+      went(through_ipc(comm) - ipc_before, 12 - (through_ipc(comm) - ipc_before));
+    else
+      went(12, 0);
+  }
+  g_rt->destroy_stream(other);
+  MP_CHECK(ipc_opened(comm) == 0);
+  // In a group: staged by the host algorithm (not the in-host path), exact.
+  fill(a, me);
+  a.upload(stream);
+  MP_OK(bagua_group_start());
+  MP_OK(bagua_allreduce(a.dev, a.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  MP_OK(bagua_group_end());
+  fetch(a);
+  for (size_t i = 0; i < count; ++i) MP_CHECK(a.host[i] == value_sum(i));
+  went(0, 0);
+  if (g_rank == 0)
+    std::printf("ipc on the caller's stream, %d ranks: new buffers staged, then through IPC; exact\n", g_size);
+  g_rt->destroy_stream(stream);
+  return 0;
+}
+
 // Two ranks as threads of this process.
 int threads() {
   bagua_unique_id_t id;
@@ -922,7 +1053,8 @@ int threads() {
     sync(own);
     for (int64_t v : big.host) MP_CHECK(v == 3);
     MP_CHECK(comm->impl->device_proxy().ipc_cache().opened() == 0);
-    MP_CHECK(comm->impl->device_proxy().in_host_through_ipc() == (proxy_path(comm) ? 1 : 0));
+    MP_CHECK(comm->impl->device_proxy().caller_mappings().opened() == 0);
+    MP_CHECK(comm->impl->device_proxy().in_host_through_ipc() == 1);  // (either path: the same GPU)
     MP_OK(bagua_comm_destroy(comm));
   };
   std::thread t0(rank_main, 0), t1(rank_main, 1);
@@ -1539,6 +1671,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   if (mode == "threads") return threads();
+  if (mode == "ipc_stream") setenv("BAGUA_DEVICE_DATA_PATH", "stream", 1);
   if (mode == "capture") return capture();
   // ipc: shared memory wins alltoall(v) on host memory, so the cost model never picks their peer_memory algorithm.
   // It checks the IPC path, which the proxy runs (BAGUA_DEVICE_DATA_PATH=proxy).
@@ -1557,6 +1690,11 @@ int main(int argc, char** argv) {
   if (mode == "turn") return turn(comm);
   if (mode == "pipelined") {
     int rc = pipelined(comm);
+    MP_OK(bagua_comm_destroy(comm));
+    return rc;
+  }
+  if (mode == "ipc_stream") {
+    int rc = ipc_stream(comm);
     MP_OK(bagua_comm_destroy(comm));
     return rc;
   }

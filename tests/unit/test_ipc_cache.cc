@@ -125,3 +125,50 @@ TEST_CASE("the stand-in's allocations: buffer ids, export and mapping", "[.][dev
   CHECK_FALSE(alloc.exportable);
   rt.free_device(pooled);
 }
+
+// The IPC path on the caller's stream (core/ipc_cache.h, CallerIpcMappings): the proxy thread finds or asks, a
+// calling thread opens; a mapping let go (a new buffer id at its address, eviction) is closed only by a calling thread
+// allowed to close, and one still in use only once its user lets it go. Oracle: the stand-in's mappings are the
+// allocation's memory; counts of opens and pending closes.
+TEST_CASE("mappings for the caller's stream are opened and closed by calling threads", "[.][device_path]") {
+  DeviceRuntime& rt = device_runtime();
+  REQUIRE(std::string(rt.name()) == "host stand-in");
+  CallerIpcMappings mappings(rt, 2);
+  auto* dev = static_cast<unsigned char*>(rt.alloc_device(4096, 0));
+  DeviceAllocation alloc;
+  REQUIRE(rt.allocation(dev, &alloc));
+  IpcHandle h;
+  rt.export_ipc(alloc.base, &h);
+  CHECK(mappings.find(7, alloc.base, alloc.buffer_id, 0) == nullptr);
+  mappings.request(7, alloc.base, alloc.buffer_id, h, 0);
+  mappings.request(7, alloc.base, alloc.buffer_id, h, 0);  // asked twice, opened once
+  CHECK(mappings.find(7, alloc.base, alloc.buffer_id, 0) == nullptr);
+  mappings.open_requested(true);
+  CHECK(mappings.opened() == 1);
+  std::shared_ptr<void> found = mappings.find(7, alloc.base, alloc.buffer_id, 0);
+  REQUIRE(found != nullptr);
+  dev[100] = 42;
+  CHECK(static_cast<unsigned char*>(found.get())[100] == 42);
+  // Another buffer id at the same address: not this mapping; opening it lets the old one go, which stays open while
+  // `found` holds it, and then waits for a thread allowed to close.
+  CHECK(mappings.find(7, alloc.base, alloc.buffer_id + 1, 0) == nullptr);
+  mappings.request(7, alloc.base, alloc.buffer_id + 1, h, 0);
+  mappings.open_requested(false);
+  CHECK(mappings.opened() == 2);
+  CHECK(mappings.pending_closes() == 0);
+  found.reset();
+  CHECK(mappings.pending_closes() == 1);
+  mappings.open_requested(false);
+  CHECK(mappings.pending_closes() == 1);
+  mappings.open_requested(true);
+  CHECK(mappings.pending_closes() == 0);
+  // Eviction (two entries at most): the least recently used goes.
+  mappings.request(8, alloc.base, alloc.buffer_id, h, 0);
+  mappings.request(9, alloc.base, alloc.buffer_id, h, 0);
+  mappings.open_requested(true);
+  CHECK(mappings.opened() == 4);
+  CHECK(mappings.find(7, alloc.base, alloc.buffer_id + 1, 0) == nullptr);
+  CHECK(mappings.find(8, alloc.base, alloc.buffer_id, 0) != nullptr);
+  CHECK(mappings.find(9, alloc.base, alloc.buffer_id, 0) != nullptr);
+  rt.free_device(dev);
+}

@@ -28,6 +28,7 @@ enum : uint32_t { kHostMemory = 0, kDeviceMappable = 1, kDeviceStaged = 2, kNoBu
 constexpr uint32_t kMostReachableGpus = 8;
 constexpr size_t kSegmentBytes = 256 << 10;  // one read or write; a reduction's pieces stay in cache
 constexpr size_t kSegmentsPerCheck = 16;
+constexpr size_t kMostStagingCopies = 4;  // a call's copies into and out of its staging (dispatch's layout)
 
 // Round 0's message to one peer (rounds 2 repeats it with staging addresses).
 struct PeerBuffers {
@@ -123,6 +124,14 @@ struct PeerMemoryWork {
   std::vector<std::shared_ptr<void>> mappings;     // peers' buffers, mapped until the call ends
   std::vector<uint8_t*> mapped_send, mapped_recv;  // [r]: rank r's buffers here (IPC)
 
+  // On the caller's stream (docs/cuda.md, "The IPC path on the caller's stream"): the plan's kernels and the
+  // staging copies were enqueued at the call on late spans; deciding writes the words of one or the other. IPC words
+  // first (rank r's send buffer at 2r, its receive buffer at 2r + 1), then two per staging copy (destination,
+  // source), the copies in before the copies out.
+  bool on_stream = false;
+  uint64_t* words = nullptr;
+  std::vector<DeviceCopy> stage_in, stage_out;
+
   const char* name() const { return collective_name(args.collective); }
 
   void check_agreement() const {
@@ -188,7 +197,7 @@ struct PeerMemoryWork {
     if (device != nullptr) order_with_peers();
     peers[rank] = mine;
     check_agreement();
-    plan = build_plan(facts());
+    if (!on_stream) plan = build_plan(facts());  // (on the stream: built at the call, the same without alltoall)
     check_plan();
     on_ipc = false;
     for (int r = 0; r < nranks; ++r) {
@@ -207,7 +216,10 @@ struct PeerMemoryWork {
     if (device == nullptr && (!plan.copies.empty() || !plan.reductions.empty()))
       fail(BAGUA_ERR_INTERNAL, "{}: a plan without device buffers on IPC", name());
     try {
-      map_peers();
+      if (on_stream)
+        mapped_ok = find_mapped_peers() ? 1 : 0;
+      else
+        map_peers();
     } catch (const Error& e) {
       static std::atomic<bool> warned{false};
       if (!warned.exchange(true))
@@ -236,11 +248,19 @@ struct PeerMemoryWork {
                          : "staged (a rank is on host or unmappable memory, GPUs cannot reach each other, or a "
                            "mapping failed)");
     }
+    if (on_ipc && on_stream) {
+      run_on_stream_through_ipc();
+      return;
+    }
     if (on_ipc) {
       if (device != nullptr) device->release_staging();
       return;
     }
     mappings.clear();
+    if (on_stream) {
+      stage_on_stream(addresses);
+      return;
+    }
     for (int r = 0; r < nranks; ++r)
       if (r != rank && on_device_memory(peers[r])) addresses.recvs.push_back({r, &peers[r], sizeof(PeerBuffers)});
     if (!on_device_memory(mine)) return;
@@ -274,10 +294,151 @@ struct PeerMemoryWork {
 
   void run_plan() {
     if (check_peers) check_peers();
+    if (on_ipc && on_stream) return;  // (the caller's stream runs it)
     if (on_ipc)
       run_on_device();
     else
       run_on_host();
+  }
+
+  // ---- on the caller's stream ----
+
+  size_t staging_word(size_t k) const { return 2 * static_cast<size_t>(nranks) + 2 * k; }
+  LateSpan late(const PeerSpan& s) const {
+    return {&words[2 * s.rank + (s.buffer == PeerBufferKind::kRecv ? 1 : 0)], s.offset};
+  }
+  const uint8_t* own_address(const PeerSpan& s) const {
+    return (s.buffer == PeerBufferKind::kSend ? static_cast<const uint8_t*>(args.sendbuf)
+                                              : static_cast<const uint8_t*>(args.recvbuf)) +
+           s.offset;
+  }
+
+  // At the call: the plan (alltoall(v) never comes here: its plan needs the peers' counts), the words at 0, and the
+  // phases: none (the stream has reached the call: its input is final); the plan's kernels and the copies into the
+  // staging; the copies out of the staging (after the call's gate).
+  void prepare_on_stream(const std::shared_ptr<PeerMemoryWork>& self) {
+    on_stream = true;
+    plan = build_plan(PeerCallFacts{rank, nranks, args, std::vector<size_t>(nranks), std::vector<size_t>(nranks)});
+    stage_in = device->copies_in();
+    stage_out = device->copies_out();
+    if (stage_in.size() + stage_out.size() > kMostStagingCopies)
+      fail(BAGUA_ERR_INTERNAL, "{}: {} staging copies", name(), stage_in.size() + stage_out.size());
+    words = device->late_words();
+    std::fill(words, words + staging_word(stage_in.size() + stage_out.size()), uint64_t{0});
+    auto late_copies = [self](size_t first_word, const std::vector<DeviceCopy>& copies, DeviceStream stream) {
+      DeviceRuntime& runtime = self->device->proxy().runtime();
+      for (size_t k = 0; k < copies.size(); ++k) {
+        const size_t at = self->staging_word(first_word + k);
+        runtime.late_copy_async({&self->words[at], 0}, {&self->words[at + 1], 0}, copies[k].bytes, stream);
+      }
+    };
+    std::vector<std::function<void(DeviceStream)>> phases;
+    phases.push_back([](DeviceStream) {});
+    phases.push_back([self, late_copies](DeviceStream stream) {
+      PeerMemoryWork& w = *self;
+      DeviceRuntime& runtime = w.device->proxy().runtime();
+      for (const PeerCopy& c : w.plan.copies) {
+        if (c.to.rank == w.rank && c.from.rank == w.rank && w.own_address(c.to) == w.own_address(c.from)) continue;
+        runtime.late_copy_async(w.late(c.to), w.late(c.from), c.bytes, stream);
+      }
+      for (const PeerReduce& r : w.plan.reductions) {
+        std::vector<LateSpan> destinations, sources;
+        for (const PeerSpan& s : r.destinations) destinations.push_back(w.late(s));
+        for (const PeerSpan& s : r.sources) sources.push_back(w.late(s));
+        runtime.late_reduce_spans_async(destinations, sources, r.count, w.args.dtype, w.args.op,
+                                        w.args.op == BAGUA_AVG ? w.nranks : 0, stream);
+      }
+      late_copies(0, w.stage_in, stream);
+    });
+    phases.push_back(
+        [self, late_copies](DeviceStream stream) { late_copies(self->stage_in.size(), self->stage_out, stream); });
+    device->set_phases(std::move(phases));
+  }
+
+  // Round 1's vote on the caller's stream: whether this process has every peer's buffer the plan touches mapped
+  // already (opened by calling threads: the proxy thread makes no CUDA call). Those it lacks are asked for, so that
+  // this rank's next device call opens them and a later call on the same buffers goes through IPC.
+  bool find_mapped_peers() {
+    std::set<std::pair<int, PeerBufferKind>> used;
+    auto use = [&](const PeerSpan& s) { used.insert({s.rank, s.buffer}); };
+    for (const PeerCopy& c : plan.copies) use(c.to), use(c.from);
+    for (const PeerReduce& r : plan.reductions) {
+      for (const PeerSpan& s : r.sources) use(s);
+      for (const PeerSpan& s : r.destinations) use(s);
+    }
+    mapped_send.assign(nranks, nullptr);
+    mapped_recv.assign(nranks, nullptr);
+    mapped_send[rank] = static_cast<uint8_t*>(const_cast<void*>(args.sendbuf));
+    mapped_recv[rank] = static_cast<uint8_t*>(args.recvbuf);
+    CallerIpcMappings& cache = device->proxy().caller_mappings();
+    bool all = true;
+    for (auto [r, buffer] : used) {
+      if (r == rank) continue;
+      const PeerBuffers& p = peers[r];
+      const bool send = buffer == PeerBufferKind::kSend;
+      const uint64_t address = send ? p.sendbuf : p.recvbuf, base = send ? p.send_base : p.recv_base;
+      uint8_t*& mapped = (send ? mapped_send : mapped_recv)[r];
+      if (p.pid == static_cast<uint64_t>(getpid())) {
+        mapped = reinterpret_cast<uint8_t*>(address);
+        continue;
+      }
+      const uint64_t buffer_id = send ? p.send_buffer_id : p.recv_buffer_id;
+      std::shared_ptr<void> mapping = cache.find(p.pid, base, buffer_id, args.device);
+      if (!mapping) {
+        cache.request(p.pid, base, buffer_id, send ? p.send_handle : p.recv_handle, args.device);
+        all = false;
+        continue;
+      }
+      mapped = static_cast<uint8_t*>(mapping.get()) + (address - base);
+      mappings.push_back(std::move(mapping));
+    }
+    return all;
+  }
+
+  // Through IPC: the words of every buffer the plan touches, then the stream may run the plan (gate 1). The call's
+  // "done" goes out once the stream has (phase 1's word).
+  void run_on_stream_through_ipc() {
+    const size_t elem = datatype_size(args.dtype);
+    uint64_t sent = 0, received = 0;
+    for (int r = 0; r < nranks; ++r) {
+      words[2 * r] = reinterpret_cast<uintptr_t>(mapped_send[r]);
+      words[2 * r + 1] = reinterpret_cast<uintptr_t>(mapped_recv[r]);
+    }
+    for (const PeerCopy& c : plan.copies) {
+      received += c.from.rank != rank ? c.bytes : 0;
+      sent += c.to.rank != rank ? c.bytes : 0;
+    }
+    for (const PeerReduce& r : plan.reductions) {
+      for (const PeerSpan& s : r.sources) received += s.rank != rank ? r.count * elem : 0;
+      for (const PeerSpan& s : r.destinations) sent += s.rank != rank ? r.count * elem : 0;
+    }
+    schedule->add_direct_traffic(sent, received);
+    device->open_phase(1);
+  }
+
+  // Staged: the staging copies' words, then the stream copies the input in (gate 1); the staging addresses go out
+  // once it has, and the plan runs on host memory; the copies out follow the call's gate.
+  void stage_on_stream(Round& addresses) {
+    size_t k = 0;
+    for (const std::vector<DeviceCopy>* copies : {&stage_in, &stage_out})
+      for (const DeviceCopy& c : *copies) {
+        words[staging_word(k)] = reinterpret_cast<uintptr_t>(c.dst);
+        words[staging_word(k) + 1] = reinterpret_cast<uintptr_t>(c.src);
+        ++k;
+      }
+    device->open_phase(1);
+    for (int r = 0; r < nranks; ++r)
+      if (r != rank && on_device_memory(peers[r])) addresses.recvs.push_back({r, &peers[r], sizeof(PeerBuffers)});
+    args.sendbuf = device->staged_send();
+    args.recvbuf = device->staged_recv();
+    for (PeerBuffers* p : message_copies()) {
+      p->sendbuf = reinterpret_cast<uintptr_t>(args.sendbuf);
+      p->recvbuf = reinterpret_cast<uintptr_t>(args.recvbuf);
+      p->memory = kHostMemory;
+    }
+    for (int r = 0; r < nranks; ++r)
+      if (r != rank) addresses.sends.push_back({r, &mine_for[r], sizeof(PeerBuffers)});
+    addresses.ready = [this] { return device->phase_done(1); };
   }
 
   // ---- IPC ----
@@ -489,7 +650,9 @@ std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& a, const Sc
   if (device != nullptr) {
     w->device = device;
     describe_device_buffers(device->proxy().runtime(), a, &mine);
-    order_with_peers();  // the input is ready (the operation is built after it): peers may read it from now on
+    // The input is ready (the operation is built after it; on the caller's stream, the hello waits for phase 0):
+    // peers may read it from now on.
+    order_with_peers();
   }
   const bool alltoall = a.collective == Collective::kAlltoall || a.collective == Collective::kAlltoallv;
   const AlltoallLayout layout = alltoall_layout(a, ctx.nranks);
@@ -520,12 +683,16 @@ std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& a, const Sc
     bye.recvs.push_back({r, &w->done_from[r], 1});
     bye.sends.push_back({r, &w->done, 1});
   }
+  if (device != nullptr && device->computes_on_caller_stream()) {
+    w->prepare_on_stream(w);
+    hello.ready = [device] { return device->phase_done(0); };
+  }
   hello.after.push_back(call_step([work = w.get(), &votes] { work->propose(votes); }));
   votes.after.push_back(call_step([work = w.get(), &addresses] { work->decide(addresses); }));
   addresses.after.push_back(call_step([work = w.get()] { work->run_plan(); }));
   if (device != nullptr) {
     bye.ready = [work = w.get()] {
-      if (work->on_ipc && !work->device->work_done()) return false;
+      if (work->on_ipc && !(work->on_stream ? work->device->phase_done(1) : work->device->work_done())) return false;
       order_with_peers();  // this rank's reads and writes of peers' buffers are done
       return true;
     };
@@ -535,6 +702,8 @@ std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& a, const Sc
 }
 
 bool peer_memory_supports(int, const HostLayout& hosts) { return hosts.size() <= 1; }
+
+size_t peer_memory_late_words(int nranks) { return 2 * static_cast<size_t>(nranks) + 2 * kMostStagingCopies; }
 
 double peer_memory_cost(const CostTerms& t, double spans, double span_bytes, double reduced, double setup_us) {
   const double calls = spans * std::max(1.0, std::ceil(span_bytes / kSegmentBytes));

@@ -107,6 +107,9 @@ std::unique_ptr<Operation> run_peer_memory_on_device(const CollectiveArgs& args,
 // AlgorithmEntry::supports: one host.
 bool peer_memory_supports(int nranks, const HostLayout& hosts);
 
+// The late words (kernels/late_span.h) a call on the caller's stream keeps in its staging for n ranks.
+size_t peer_memory_late_words(int nranks);
+
 // A collective's registry row "peer_memory": one host, cross-memory attach, the plan on either memory.
 template <PeerPlan (*Plan)(const PeerCallFacts&)>
 constexpr AlgorithmEntry peer_memory_algorithm(Collective collective, double (*cost)(const CostTerms&)) {
