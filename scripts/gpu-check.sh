@@ -106,6 +106,8 @@ step() {
   step device:limit 60 env BAGUA_DEVICE_MEMORY_LIMIT=1048576 BAGUA_ALGO=allreduce:ring $RUN -n 2 $B/mp_device limit
   step device:threads 60 $B/mp_device threads
   step device:ipc 60 env BAGUA_IPC_CACHE_ENTRIES=2 $RUN -n 3 $B/mp_device ipc
+  # The in-host path on the caller's stream (the default): a buffer's first call staged, later ones through IPC.
+  step device:ipc-stream 60 $RUN -n 3 $B/mp_device ipc_stream
   step device:scheduler 90 $RUN -n 2 $B/mp_scheduler device
   step device:scheduler-blocked 60 env BAGUA_TIMEOUT=2 $RUN -n 2 $B/mp_scheduler blocked
   step device:relaxations 90 $RUN -n 2 $B/mp_device relaxations
@@ -141,6 +143,9 @@ step() {
     step sanitizer:kernels 180 compute-sanitizer --tool memcheck --error-exitcode 9 $B/cuda_kernels
     step sanitizer:quantized 150 env BAGUA_TIMEOUT=120 $RUN -n 2 compute-sanitizer --tool memcheck \
       --error-exitcode 9 $B/mp_device relaxations
+    # The late-span kernels on peers' mapped buffers (the in-host path on the caller's stream).
+    step sanitizer:ipc-stream 150 env BAGUA_TIMEOUT=120 $RUN -n 2 compute-sanitizer --tool memcheck \
+      --error-exitcode 9 $B/mp_device ipc_stream
   elif [ -z "$ONLY" ] || [[ "$ONLY" == *",sanitizer,"* ]]; then
     echo "== sanitizer: compute-sanitizer not found"
   fi
@@ -150,6 +155,9 @@ step() {
   # Benchmarks: kernels, then allreduce on device and on host memory, 2 ranks sharing the GPU; then the quantized one.
   step perf:kernels 90 $B/bagua_cuda_kernels_perf
   step perf:device 90 $RUN -n 2 $B/bagua_allreduce_perf -M device -b 4K -e 256M -f 4
+  # The in-host path run by the proxy thread (BAGUA_DEVICE_DATA_PATH=proxy), against the caller's stream above.
+  step perf:device-proxy 90 env BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 2 $B/bagua_allreduce_perf -M device -b 4K \
+    -e 256M -f 4
   step perf:host 90 $RUN -n 2 $B/bagua_allreduce_perf -M host -b 4K -e 256M -f 4
   # Two other collectives' IPC path (peer_memory from 1 MiB and 256 KiB on 2 ranks) and their staged sizes below.
   step perf:device-others 90 $RUN -n 2 sh -c '"$0" -M device -b 64K -e 256M -f 16 && "$1" -M device -b 64K -e 256M -f 16' \

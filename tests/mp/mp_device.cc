@@ -796,6 +796,24 @@ void every_collective(bagua_comm_t comm, void* stream, const std::function<void(
   went(2, false);
 }
 
+// `calls` exact allreduces of `count` elements where the last rank's buffer is memory that peers cannot map (as
+// cudaMallocAsync's; tests/cuda has the real one). False without the stand-in, which makes such memory.
+bool unmappable_allreduces(bagua_comm_t comm, void* stream, size_t count, int calls) {
+  StandinControl* standin = standin_control();
+  if (standin == nullptr) return false;
+  DevBuf c(count);
+  int64_t* unmappable = nullptr;
+  if (g_rank == g_size - 1) {
+    unmappable = static_cast<int64_t*>(standin->alloc_unexportable(count * sizeof(int64_t)));
+    MP_CHECK(unmappable != nullptr);
+    std::swap(c.dev, unmappable);
+  }
+  for (int i = 0; i < calls; ++i) exact_allreduce(comm, stream, c, nullptr, 4 + i);
+  if (unmappable) std::swap(c.dev, unmappable);
+  g_rt->free_device(unmappable);
+  return true;
+}
+
 // rank1_cannot_map: rank 1 cannot open IPC handles (it votes no only where it must map a peer's buffer).
 int ipc(bagua_comm_t comm, bool expect_staged, bool rank1_cannot_map) {
   void* stream = g_rt->create_stream(0);
@@ -826,19 +844,7 @@ int ipc(bagua_comm_t comm, bool expect_staged, bool rank1_cannot_map) {
   MP_CHECK(expect_staged ? pool > 0 : pool == 0);
   // One rank on memory that peers cannot map (as cudaMallocAsync's; tests/cuda has the real one): every rank
   // stages, still exact.
-  if (StandinControl* standin = standin_control()) {
-    DevBuf c(count);
-    int64_t* unmappable = nullptr;
-    if (g_rank == g_size - 1) {
-      unmappable = static_cast<int64_t*>(standin->alloc_unexportable(count * sizeof(int64_t)));
-      MP_CHECK(unmappable != nullptr);
-      std::swap(c.dev, unmappable);
-    }
-    exact_allreduce(comm, stream, c, nullptr, 4);
-    went(1, false);
-    if (unmappable) std::swap(c.dev, unmappable);
-    g_rt->free_device(unmappable);
-  }
+  if (unmappable_allreduces(comm, stream, count, 1)) went(1, false);
   every_collective(comm, stream, [&](uint64_t calls, bool rank1_maps_nothing) {
     sync(stream);  // (a rank that gets no output has not fetched it)
     went(calls, !expect_staged || (rank1_cannot_map && rank1_maps_nothing));
@@ -911,20 +917,7 @@ int ipc_stream(bagua_comm_t comm) {
   MP_CHECK(ipc_opened(comm) == 0);
   MP_CHECK(caller_opened(comm) == 2 * static_cast<uint64_t>(g_size - 1));  // each peer's a and b
   // One rank on memory that peers cannot map: every rank stages, every time.
-  if (StandinControl* standin = standin_control()) {
-    DevBuf c(count);
-    int64_t* unmappable = nullptr;
-    if (g_rank == g_size - 1) {
-      unmappable = static_cast<int64_t*>(standin->alloc_unexportable(count * sizeof(int64_t)));
-      MP_CHECK(unmappable != nullptr);
-      std::swap(c.dev, unmappable);
-    }
-    exact_allreduce(comm, stream, c, nullptr, 5);
-    exact_allreduce(comm, stream, c, nullptr, 6);
-    went(0, 2);
-    if (unmappable) std::swap(c.dev, unmappable);
-    g_rt->free_device(unmappable);
-  }
+  if (unmappable_allreduces(comm, stream, count, 2)) went(0, 2);
   // The other collectives, twice on the same buffers: the second time through IPC.
   const size_t c = 70000;  // per block: 560 KB (the model takes peer_memory from 1 MiB in all)
   const int n = g_size, me = g_rank;

@@ -359,17 +359,7 @@ struct PeerMemoryWork {
   // already (opened by calling threads: the proxy thread makes no CUDA call). Those it lacks are asked for, so that
   // this rank's next device call opens them and a later call on the same buffers goes through IPC.
   bool find_mapped_peers() {
-    std::set<std::pair<int, PeerBufferKind>> used;
-    auto use = [&](const PeerSpan& s) { used.insert({s.rank, s.buffer}); };
-    for (const PeerCopy& c : plan.copies) use(c.to), use(c.from);
-    for (const PeerReduce& r : plan.reductions) {
-      for (const PeerSpan& s : r.sources) use(s);
-      for (const PeerSpan& s : r.destinations) use(s);
-    }
-    mapped_send.assign(nranks, nullptr);
-    mapped_recv.assign(nranks, nullptr);
-    mapped_send[rank] = static_cast<uint8_t*>(const_cast<void*>(args.sendbuf));
-    mapped_recv[rank] = static_cast<uint8_t*>(args.recvbuf);
+    const auto used = buffers_touched();
     CallerIpcMappings& cache = device->proxy().caller_mappings();
     bool all = true;
     for (auto [r, buffer] : used) {
@@ -452,7 +442,9 @@ struct PeerMemoryWork {
     return static_cast<uint8_t*>(mapping.get()) + (address - base);
   }
 
-  void map_peers() {
+  // The ranks' buffers the plan touches; this rank's own are in mapped_send and mapped_recv already, the peers' to
+  // be filled in.
+  std::set<std::pair<int, PeerBufferKind>> buffers_touched() {
     std::set<std::pair<int, PeerBufferKind>> used;
     auto use = [&](const PeerSpan& s) { used.insert({s.rank, s.buffer}); };
     for (const PeerCopy& c : plan.copies) use(c.to), use(c.from);
@@ -464,7 +456,11 @@ struct PeerMemoryWork {
     mapped_recv.assign(nranks, nullptr);
     mapped_send[rank] = static_cast<uint8_t*>(const_cast<void*>(args.sendbuf));
     mapped_recv[rank] = static_cast<uint8_t*>(args.recvbuf);
-    for (auto [r, buffer] : used) {
+    return used;
+  }
+
+  void map_peers() {
+    for (auto [r, buffer] : buffers_touched()) {
       if (r == rank) continue;
       const PeerBuffers& p = peers[r];
       if (buffer == PeerBufferKind::kSend)
@@ -650,9 +646,7 @@ std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& a, const Sc
   if (device != nullptr) {
     w->device = device;
     describe_device_buffers(device->proxy().runtime(), a, &mine);
-    // The input is ready (the operation is built after it; on the caller's stream, the hello waits for phase 0):
-    // peers may read it from now on.
-    order_with_peers();
+    order_with_peers();  // the input is ready (the operation is built after it): peers may read it from now on
   }
   const bool alltoall = a.collective == Collective::kAlltoall || a.collective == Collective::kAlltoallv;
   const AlltoallLayout layout = alltoall_layout(a, ctx.nranks);
@@ -685,7 +679,11 @@ std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& a, const Sc
   }
   if (device != nullptr && device->computes_on_caller_stream()) {
     w->prepare_on_stream(w);
-    hello.ready = [device] { return device->phase_done(0); };
+    hello.ready = [device] {
+      if (!device->phase_done(0)) return false;
+      order_with_peers();  // the stream has reached the call: peers may read the input from now on
+      return true;
+    };
   }
   hello.after.push_back(call_step([work = w.get(), &votes] { work->propose(votes); }));
   votes.after.push_back(call_step([work = w.get(), &addresses] { work->decide(addresses); }));

@@ -62,11 +62,32 @@ __global__ void divide_kernel(T* dst, size_t count, int divisor) {
 }
 
 // Up to kMaxReduceSpans sources and destinations of one kernel (kernel parameters, no device array).
-struct SpanPointers {
-  const void* src[kMaxReduceSpans];
-  void* dst[kMaxReduceSpans];
+template <typename Src, typename Dst>
+struct SpanBatch {
+  Src src[kMaxReduceSpans];
+  Dst dst[kMaxReduceSpans];
   int nsrc, ndst;
 };
+using SpanPointers = SpanBatch<const void*, void*>;
+using LateSpanPointers = SpanBatch<LateSpan, LateSpan>;
+
+// A reduction of any number of spans as batches of kMaxReduceSpans sources, accumulated in dsts[0]: the last batch
+// writes the first kMaxReduceSpans destinations (the caller copies dsts[0] into the others). launch(batch, last).
+template <typename Src, typename Dst, typename Launch>
+void for_each_batch(const Dst* dsts, int ndst, const Src* srcs, int nsrc, Launch&& launch) {
+  int done = 0;
+  for (;;) {
+    SpanBatch<Src, Dst> p{};
+    p.nsrc = 0;
+    if (done > 0) p.src[p.nsrc++] = dsts[0];
+    while (p.nsrc < kMaxReduceSpans && done < nsrc) p.src[p.nsrc++] = srcs[done++];
+    const bool last = done == nsrc;
+    p.ndst = last ? std::min(ndst, kMaxReduceSpans) : 1;
+    for (int d = 0; d < p.ndst; ++d) p.dst[d] = dsts[d];
+    launch(p, last);
+    if (last) break;
+  }
+}
 
 // Every destination = (src0 op src1 op ...) / divisor: the pairwise kernels' order and rounding (fp16/bf16 rounded
 // after each step), in one pass. Each element is read from every source before it is written anywhere.
@@ -142,12 +163,6 @@ __global__ void late_copy_kernel(const __grid_constant__ LateSpan dst, const __g
   else
     run(uint8_t{});
 }
-
-struct LateSpanPointers {
-  LateSpan src[kMaxReduceSpans];
-  LateSpan dst[kMaxReduceSpans];
-  int nsrc, ndst;
-};
 
 template <typename T>
 __global__ void late_reduce_spans_kernel(const __grid_constant__ LateSpanPointers p, size_t count, bagua_redop_t op,
@@ -249,27 +264,15 @@ void reduce_spans(void* const* dsts, int ndst, const void* const* srcs, int nsrc
                   bagua_redop_t op, int divisor, void* stream) {
   if (nsrc < 1 || ndst < 1) fail(BAGUA_ERR_INVALID_ARGUMENT, "a reduction of {} spans into {}", nsrc, ndst);
   if (count == 0) return;
-  // Batches of kMaxReduceSpans sources accumulate in dsts[0]; the last writes every destination (more than
-  // kMaxReduceSpans: copies of dsts[0]).
-  const size_t elem = datatype_size(dtype);
-  int done = 0;
-  for (;;) {
-    SpanPointers p{};
-    p.nsrc = 0;
-    if (done > 0) p.src[p.nsrc++] = dsts[0];
-    while (p.nsrc < kMaxReduceSpans && done < nsrc) p.src[p.nsrc++] = srcs[done++];
-    const bool last = done == nsrc;
-    p.ndst = last ? std::min(ndst, kMaxReduceSpans) : 1;
-    for (int d = 0; d < p.ndst; ++d) p.dst[d] = dsts[d];
+  for_each_batch(dsts, ndst, srcs, nsrc, [&](const SpanPointers& p, bool last) {
     dispatch(dtype, [&](auto tag) {
       using T = decltype(tag);
       BAGUA_LAUNCH(reduce_spans_kernel<T>, blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream), p, count, op,
                    last ? divisor : 0);
     });
     check_launch("CUDA reduction of spans");
-    if (last) break;
-  }
-  for (int d = kMaxReduceSpans; d < ndst; ++d) copy_bytes(dsts[d], dsts[0], count * elem, stream);
+  });
+  for (int d = kMaxReduceSpans; d < ndst; ++d) copy_bytes(dsts[d], dsts[0], count * datatype_size(dtype), stream);
 }
 
 namespace {
@@ -288,24 +291,14 @@ void late_reduce_spans(const LateSpan* dsts, int ndst, const LateSpan* srcs, int
                        bagua_datatype_t dtype, bagua_redop_t op, int divisor, void* stream) {
   if (nsrc < 1 || ndst < 1) fail(BAGUA_ERR_INVALID_ARGUMENT, "a reduction of {} spans into {}", nsrc, ndst);
   if (count == 0) return;
-  // The batches of reduce_spans.
-  int done = 0;
-  for (;;) {
-    LateSpanPointers p{};
-    p.nsrc = 0;
-    if (done > 0) p.src[p.nsrc++] = dsts[0];
-    while (p.nsrc < kMaxReduceSpans && done < nsrc) p.src[p.nsrc++] = srcs[done++];
-    const bool last = done == nsrc;
-    p.ndst = last ? std::min(ndst, kMaxReduceSpans) : 1;
-    for (int d = 0; d < p.ndst; ++d) p.dst[d] = dsts[d];
+  for_each_batch(dsts, ndst, srcs, nsrc, [&](const LateSpanPointers& p, bool last) {
     dispatch(dtype, [&](auto tag) {
       using T = decltype(tag);
       BAGUA_LAUNCH(late_reduce_spans_kernel<T>, late_blocks_for(count), 256, 0, static_cast<cudaStream_t>(stream), p,
                    count, op, last ? divisor : 0);
     });
     check_launch("CUDA reduction of late spans");
-    if (last) break;
-  }
+  });
   for (int d = kMaxReduceSpans; d < ndst; ++d) late_copy_bytes(dsts[d], dsts[0], count * datatype_size(dtype), stream);
 }
 
