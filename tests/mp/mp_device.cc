@@ -414,13 +414,16 @@ struct FlatStates {
   }
 };
 
+uint64_t through_ipc(bagua_comm_t comm);
+
 // Run with BAGUA_STANDIN_BLOCKING_COPIES=1, BAGUA_TIMEOUT=2, BAGUA_STANDIN_COPY_US=200000 and
 // BAGUA_ALGO=allreduce:0-512K:ring,512K-2M:direct,2M-:ring (docs/cuda.md, "What a parked stream blocks"). Each rank
 // copies its result to pageable memory right after the call, as the tests did on the H200: that copy holds the
 // stand-in's driver lock until the parked stream moves.
 // - BAGUA_DEVICE_DATA_PATH=stream: calls staged on the caller's stream need no CUDA call from the proxy thread: they
 //   complete, exact. So do an 8 MiB call whose copies go in pieces (each input piece with a word, each output piece
-//   behind a gate), a call while an 8 MiB request is in flight, and the direct allreduce of 1 MiB.
+//   behind a gate), a call while an 8 MiB request is in flight, and the direct allreduce of 1 MiB (staged, then
+//   through IPC).
 // - BAGUA_DEVICE_DATA_PATH=proxy: the proxy thread makes every call's copies, and they wait for the lock: the
 //   monitor releases the stream after BAGUA_TIMEOUT + 2 s; the download returns and the communicator fails, naming
 //   the cause, instead of hanging.
@@ -572,16 +575,23 @@ int blocked(bagua_comm_t comm) {
           "request completed in %.2f s, exact\n",
           call_took, request_took);
   }
-  DevBuf b(1 << 17);  // 1 MiB: the direct allreduce
-  for (auto& v : b.host) v = g_rank + 1;
-  b.upload(stream);
-  auto start = Clock::now();
-  MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
-  b.download(stream);  // waits for the parked stream, holding the lock
-  const double released = since(start);
-  for (int64_t v : b.host) MP_CHECK(v == static_cast<int64_t>(g_size) * (g_size + 1) / 2);
-  MP_CHECK(released < 1.8);
-  if (g_rank == 0) std::printf("blocked: the direct allreduce staged on the stream in %.2f s, exact\n", released);
+  // The direct allreduce of 1 MiB on the in-host path: a new buffer staged, then the same one through IPC.
+  DevBuf b(1 << 17);
+  for (int pass = 0; pass < 2; ++pass) {
+    const uint64_t ipc_before = through_ipc(comm);
+    for (auto& v : b.host) v = g_rank + 1 + pass;
+    b.upload(stream);
+    auto start = Clock::now();
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    b.download(stream);  // waits for the parked stream, holding the lock
+    const double released = since(start);
+    for (int64_t v : b.host) MP_CHECK(v == static_cast<int64_t>(g_size) * (g_size + 1 + 2 * pass) / 2);
+    MP_CHECK(released < 1.8);
+    MP_CHECK(through_ipc(comm) - ipc_before == static_cast<uint64_t>(pass));
+    if (g_rank == 0)
+      std::printf("blocked: the direct allreduce %s on the stream in %.2f s, exact\n", pass ? "through IPC" : "staged",
+                  released);
+  }
   MP_OK(bagua_comm_destroy(comm));
   return 0;
 }
