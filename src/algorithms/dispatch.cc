@@ -274,6 +274,7 @@ std::unique_ptr<DeviceOperation> prepare_device_operation(Comm& comm, bagua_opki
                                                           size_t staging_bytes) {
   DeviceProxy& proxy = comm.device_proxy();
   proxy.check_stream(stream);
+  proxy.open_requested_mappings();  // (this thread: what the in-host path asked for at earlier calls)
   // Room only: the block is allocated, or an idle one taken, when the operation starts (take_staging).
   return std::make_unique<DeviceOperation>(kind, proxy, stream, device, proxy.lease(staging_bytes));
 }
@@ -373,8 +374,6 @@ bool in_host_on_caller_stream(Comm& comm, const CollectiveArgs& args) {
 // staging taken now, laid out for the fallback; the ranks decide between them while the stream runs up to the call.
 std::unique_ptr<Operation> make_device_collective_in_host_on_stream(Comm& comm, const CollectiveArgs& args,
                                                                     Algorithm algorithm, const char* suffix) {
-  DeviceProxy& proxy = comm.device_proxy();
-  proxy.open_requested_mappings();  // (this thread: what the proxy asked for at earlier calls)
   const StagingLayout layout = staging_layout(args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent);
   const size_t words_at = (layout.bytes + 7) & ~size_t{7};
   std::unique_ptr<DeviceOperation> op =
@@ -383,7 +382,8 @@ std::unique_ptr<Operation> make_device_collective_in_host_on_stream(Comm& comm, 
   op->compute_on_caller_stream(0);
   op->set_late_words_at(words_at);
   op->set_algorithm(collective_name(args.collective), algorithm->name);
-  // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
+  // The sequence number is taken: what fails from here on (the staging block, the plan, an enqueue: in the
+  // submitter) fails the communicator.
   ScheduleContext ctx = collective_context(comm, args, algorithm);
   std::string description =
       fmt::format("{} #{} ({} x {}, {}, device{}, on the caller's stream)", collective_name(args.collective),

@@ -52,6 +52,11 @@ DeviceOperation::~DeviceOperation() {
         times->comm = &proxy_.comm();  // (last: armed)
         keep_alive = std::move(times);
       }
+      if (!held_until_output_.empty()) {
+        auto all = std::make_shared<std::vector<std::shared_ptr<void>>>(std::move(held_until_output_));
+        if (keep_alive) all->push_back(std::move(keep_alive));
+        keep_alive = std::move(all);
+      }
     } catch (...) {  // out of memory: nothing here is reused (as after a broken enqueue)
       broken = true;
     }

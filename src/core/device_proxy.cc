@@ -221,7 +221,9 @@ DeviceProxy::~DeviceProxy() {
     for (uint32_t* page : gate_pages_) runtime_.free_mapped(page);
 }
 
-void DeviceProxy::open_requested_mappings() { caller_mappings_->open_requested(!gates_parked_anywhere()); }
+void DeviceProxy::open_requested_mappings() {
+  caller_mappings_->open_requested([] { return !gates_parked_anywhere(); });
+}
 
 void DeviceProxy::check_stream(DeviceStream stream) const {
   if (runtime_.stream_capturing(stream))

@@ -135,6 +135,9 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // Words for late spans (kernels/late_span.h) in the call's own staging, `at` bytes from its start (8-aligned):
   // a call that computes on the caller's stream writes them from the host before its phases reach the work.
   void set_late_words_at(size_t at) { late_words_at_ = at; }
+  // Kept until the stream has written the call's output word (what its device work uses: peers' IPC mappings),
+  // also when the call fails or its stream is released before then.
+  void hold_until_output(std::shared_ptr<void> held) { held_until_output_.push_back(std::move(held)); }
   uint64_t* late_words() const { return reinterpret_cast<uint64_t*>(staging() + late_words_at_); }
   // The copies may run in pieces around a host operation that pipelines (core/staging_window.h), from
   // kPipelineMinBytes of input or output: the collectives' staged path allows it.
@@ -315,6 +318,7 @@ class DeviceOperation final : public Operation, private StagingWindow {
   bool stream_scratch_freed_ = false;  // its free is enqueued after the last phase
   size_t timestamps_at_ = kNoTimestamps;
   size_t late_words_at_ = 0;
+  std::vector<std::shared_ptr<void>> held_until_output_;
   size_t timed_phases_ = 0;  // phases whose timestamps are enqueued (all of them, once the last one is)
   uint64_t* timestamps() const { return reinterpret_cast<uint64_t*>(staging() + timestamps_at_); }
   // The GPU time between each phase's two timestamps, in nanoseconds (once the output word is written).
@@ -420,8 +424,8 @@ class DeviceProxy {
   DeviceStream copy_stream(int device);
   // Peers' allocations mapped through IPC (used by the proxy thread only; opened() may be read from any).
   IpcCache& ipc_cache() { return *ipc_cache_; }
-  // The IPC path on the caller's stream: mappings the calling threads open (core/ipc_cache.h). A device call's thread
-  // calls open_requested_mappings before it enqueues (it also closes what was let go while no gate is parked).
+  // The IPC path on the caller's stream: mappings the calling threads open (core/ipc_cache.h). Every device call's
+  // thread calls open_requested_mappings before it enqueues (it also closes what was let go while no gate is parked).
   CallerIpcMappings& caller_mappings() { return *caller_mappings_; }
   void open_requested_mappings();
   // Submitted operations that wait to start (+1), or started or ended (-1).

@@ -59,12 +59,7 @@ CallerIpcMappings::~CallerIpcMappings() {
     std::lock_guard<std::mutex> lock(mutex_);
     cache_.clear();  // lets every mapping go (queued)
   }
-  for (auto [mapped, device] : *closes_) {
-    try {
-      runtime_.close_ipc(mapped, device);
-    } catch (...) {
-    }
-  }
+  open_requested([] { return true; });  // (nothing is asked for any more: closes them all)
 }
 
 std::shared_ptr<void> CallerIpcMappings::find(uint64_t pid, uintptr_t base, uint64_t buffer_id, int device) {
@@ -74,12 +69,13 @@ std::shared_ptr<void> CallerIpcMappings::find(uint64_t pid, uintptr_t base, uint
 
 void CallerIpcMappings::request(uint64_t pid, uintptr_t base, uint64_t buffer_id, const IpcHandle& handle, int device) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_.count(std::make_tuple(pid, base, buffer_id, device))) return;
   for (const Wanted& w : wanted_)
     if (w.pid == pid && w.base == base && w.buffer_id == buffer_id && w.device == device) return;
   wanted_.push_back({pid, base, buffer_id, handle, device});
 }
 
-void CallerIpcMappings::open_requested(bool may_close) {
+void CallerIpcMappings::open_requested(const std::function<bool()>& may_close) {
   std::vector<Wanted> wanted;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -96,20 +92,24 @@ void CallerIpcMappings::open_requested(bool may_close) {
             "mapping a peer's device buffer through IPC failed; calls on it stay staged (said once per "
             "process): {}",
             e.what());
+      std::lock_guard<std::mutex> lock(mutex_);
+      failed_.insert(std::make_tuple(w.pid, w.base, w.buffer_id, w.device));
       continue;
     }
     std::lock_guard<std::mutex> lock(mutex_);
     cache_.insert(w.pid, w.base, w.buffer_id, w.device, mapped);
   }
-  if (!may_close) return;
-  std::vector<std::pair<void*, int>> closes;
-  {
-    std::lock_guard<std::mutex> lock(*closes_mutex_);
-    closes.swap(*closes_);
-  }
-  for (auto [mapped, device] : closes) {
+  // One close at a time, each only while may_close() holds (a gate parked meanwhile stops them).
+  for (;;) {
+    std::pair<void*, int> close;
+    {
+      std::lock_guard<std::mutex> lock(*closes_mutex_);
+      if (closes_->empty() || !may_close()) return;
+      close = closes_->back();
+      closes_->pop_back();
+    }
     try {
-      runtime_.close_ipc(mapped, device);
+      runtime_.close_ipc(close.first, close.second);
     } catch (...) {
     }
   }

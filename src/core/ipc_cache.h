@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -55,9 +56,9 @@ class IpcCache {
 };
 
 // The IPC path on the caller's stream (docs/cuda.md): the proxy thread makes no CUDA call there, so it only looks
-// peers' mappings up (find) and asks for those it lacks (request); the next device call's own thread opens them
-// (open_requested) before it enqueues, and closes the ones let go once no stream of the process is parked on a gate
-// (closing may wait for the device). The lock is never held across a runtime call.
+// peers' mappings up (find) and asks for those it lacks (request); the communicator's next device call opens them on
+// its own thread (open_requested) before it enqueues, and closes the ones let go while no stream of the process is
+// parked on a gate (closing may wait for the device). The locks are never held across a runtime call.
 class CallerIpcMappings {
  public:
   CallerIpcMappings(DeviceRuntime& runtime, size_t most_entries);
@@ -65,9 +66,9 @@ class CallerIpcMappings {
   // Any thread, no runtime call.
   std::shared_ptr<void> find(uint64_t pid, uintptr_t base, uint64_t buffer_id, int device);
   void request(uint64_t pid, uintptr_t base, uint64_t buffer_id, const IpcHandle& handle, int device);
-  // A calling thread: opens what was asked (a handle that fails to open is dropped: its calls stay staged, with one
-  // warning per process), then closes what was let go where `may_close` (no gate parked).
-  void open_requested(bool may_close);
+  // A calling thread: opens what was asked (a handle that fails to open is not asked for again: its calls stay
+  // staged, with one warning per process), then closes what was let go, each while may_close() (no gate parked).
+  void open_requested(const std::function<bool()>& may_close);
   uint64_t opened() const { return cache_.opened(); }
   size_t pending_closes();
 
@@ -86,6 +87,7 @@ class CallerIpcMappings {
   std::mutex mutex_;
   IpcCache cache_;  // under mutex_
   std::vector<Wanted> wanted_;
+  std::set<std::tuple<uint64_t, uintptr_t, uint64_t, int>> failed_;  // (pid, base, buffer id, device)
 };
 
 }  // namespace bagua

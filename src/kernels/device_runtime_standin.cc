@@ -27,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/env.h"
 #include "base/error.h"
@@ -127,6 +128,15 @@ static_assert(sizeof(StandinIpcHandle) <= sizeof(IpcHandle));
 
 size_t mapped_length(size_t bytes) { return std::max<size_t>(4096, (bytes + 4095) & ~size_t{4095}); }
 
+// BAGUA_STANDIN_COPY_US: how long each copy (and each piece of late work) takes on a stand-in stream.
+long copy_delay_us() {
+  static const long delay_us = [] {
+    const char* text = env_get_nonempty("BAGUA_STANDIN_COPY_US");
+    return text ? std::max(0L, std::atol(text)) : 0L;
+  }();
+  return delay_us;
+}
+
 // A late span's address as the stream runs (acquire: what the host wrote before the word is visible); nullptr for 0.
 uint8_t* resolve(const LateSpan& span) {
   const uint64_t base = __atomic_load_n(span.base, __ATOMIC_ACQUIRE);
@@ -218,10 +228,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     copy_async(dst, src, bytes, stream);  // (device and mapped memory: never a blocking copy)
   }
   void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
-    static const long delay_us = [] {
-      const char* text = env_get_nonempty("BAGUA_STANDIN_COPY_US");
-      return text ? std::max(0L, std::atol(text)) : 0L;
-    }();
+    const long delay_us = copy_delay_us();
     if (blocking_copies() && (pageable(dst) || pageable(src))) {
       // As the driver's pageable copies: returns once the stream has run it, holding the driver lock until then.
       std::lock_guard<std::mutex> held(g_driver_lock);
@@ -232,7 +239,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
       return;
     }
     DriverTurn turn;
-    stream_of(stream)->enqueue([dst, src, bytes] {
+    stream_of(stream)->enqueue([dst, src, bytes, delay_us] {
       if (delay_us == 0) {
         std::memcpy(dst, src, bytes);
         return;
@@ -387,11 +394,16 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     DriverTurn turn;
     stream_of(stream)->enqueue([=] { reduce_spans_now(dsts, srcs, count, dtype, op, divisor); });
   }
+  // Late work is slow as copies are (BAGUA_STANDIN_COPY_US): it reads its sources when it starts and writes its
+  // destinations when it ends, so that a peer's input read too early or an output written too late shows.
   void late_copy_async(LateSpan dst, LateSpan src, size_t bytes, DeviceStream stream) override {
     DriverTurn turn;
     stream_of(stream)->enqueue([=] {
       uint8_t *to = resolve(dst), *from = resolve(src);
-      if (to != nullptr && from != nullptr && bytes > 0) std::memmove(to, from, bytes);
+      if (to == nullptr || from == nullptr || bytes == 0) return;
+      std::vector<uint8_t> held(from, from + bytes);
+      if (copy_delay_us() > 0) std::this_thread::sleep_for(std::chrono::microseconds(copy_delay_us()));
+      std::memcpy(to, held.data(), bytes);
     });
   }
   void late_reduce_spans_async(const std::vector<LateSpan>& dsts, const std::vector<LateSpan>& srcs, size_t count,
@@ -403,7 +415,15 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
       for (const LateSpan& s : dsts) to.push_back(resolve(s));
       for (const LateSpan& s : srcs) from.push_back(resolve(s));
       if (std::count(to.begin(), to.end(), nullptr) > 0 || std::count(from.begin(), from.end(), nullptr) > 0) return;
-      reduce_spans_now(to, from, count, dtype, op, divisor);
+      if (copy_delay_us() == 0) {
+        reduce_spans_now(to, from, count, dtype, op, divisor);
+        return;
+      }
+      const size_t bytes = count * datatype_size(dtype);
+      std::vector<uint8_t> result(bytes);
+      reduce_spans_now({result.data()}, from, count, dtype, op, divisor);
+      std::this_thread::sleep_for(std::chrono::microseconds(copy_delay_us()));
+      for (void* d : to) std::memcpy(d, result.data(), bytes);
     });
   }
   void average_correct_async(void* x, const void* sum, const void* snapshot, size_t count, bagua_datatype_t dtype,

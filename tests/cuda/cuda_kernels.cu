@@ -139,7 +139,11 @@ void reduce_spans() {
 // at run time, and nothing touched while a word is 0.
 void late_spans() {
   uint64_t* words = nullptr;
-  cudaHostAlloc(reinterpret_cast<void**>(&words), 64 * sizeof(uint64_t), cudaHostAllocMapped | cudaHostAllocPortable);
+  if (cudaHostAlloc(reinterpret_cast<void**>(&words), 64 * sizeof(uint64_t),
+                    cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+    EXPECT(false, "cudaHostAlloc of the late words failed");
+    return;
+  }
   const size_t n = 70001;
   std::vector<uint8_t> src(n);
   for (size_t i = 0; i < n; ++i) src[i] = static_cast<uint8_t>(i * 37 + 11);
@@ -183,12 +187,20 @@ void late_spans() {
         std::vector<LateSpan> srcs, dsts;
         for (int k = 0; k < nsrc; ++k) srcs.push_back({&words[k % 2], k * bytes});
         for (int d = 0; d < ndst; ++d) dsts.push_back({&words[2], d * bytes});
+        // A destination word of 0, then (from 2 sources on) a source word of 0: nothing written.
         words[0] = words[1] = reinterpret_cast<uint64_t>(dsrc_block);
         words[2] = 0;
         cuda::late_reduce_spans(dsts.data(), ndst, srcs.data(), nsrc, count, dtype, op, divisor, nullptr);
         cuda::synchronize(nullptr);
+        if (nsrc > 1) {
+          words[1] = 0;
+          words[2] = reinterpret_cast<uint64_t>(ddst_block);
+          cuda::late_reduce_spans(dsts.data(), ndst, srcs.data(), nsrc, count, dtype, op, divisor, nullptr);
+          cuda::synchronize(nullptr);
+          words[1] = words[0];
+        }
         EXPECT(to_host(ddst_block, bytes * ndst) == std::vector<uint8_t>(bytes * ndst),
-               "late reduction with a destination word of 0 wrote");
+               "late reduction with a word of 0 wrote");
         words[2] = reinterpret_cast<uint64_t>(ddst_block);
         cuda::late_reduce_spans(dsts.data(), ndst, srcs.data(), nsrc, count, dtype, op, divisor, nullptr);
         cuda::synchronize(nullptr);

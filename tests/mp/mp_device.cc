@@ -1018,6 +1018,29 @@ int ipc_stream(bagua_comm_t comm) {
   return 0;
 }
 
+// Run with BAGUA_IPC_CACHE_ENTRIES=2 on 2 ranks: buffers x, y, z, x, each called twice in place (one mapping of
+// the peer's each). A buffer's first call is staged, its second through IPC; opening z lets x go and opening x again
+// lets y go, each closed by the calling thread at once (nothing is parked). Oracle: exact sums, counts.
+int ipc_stream_evict(bagua_comm_t comm) {
+  void* stream = g_rt->create_stream(0);
+  const size_t count = 100003;
+  DevBuf x(count), y(count), z(count);
+  uint64_t ipc_before = through_ipc(comm), staged_before = staged(comm);
+  for (DevBuf* b : {&x, &y, &z, &x})
+    for (int call = 0; call < 2; ++call) {
+      exact_allreduce(comm, stream, *b, nullptr, call);
+      MP_CHECK(through_ipc(comm) - ipc_before == static_cast<uint64_t>(call));
+      MP_CHECK(staged(comm) - staged_before == static_cast<uint64_t>(1 - call));
+      ipc_before = through_ipc(comm);
+      staged_before = staged(comm);
+      MP_CHECK(comm->impl->device_proxy().caller_mappings().pending_closes() == 0);
+    }
+  MP_CHECK(caller_opened(comm) == 4);
+  if (g_rank == 0) std::printf("ipc on the caller's stream: evicted mappings closed, mapped again, exact\n");
+  g_rt->destroy_stream(stream);
+  return 0;
+}
+
 // Two ranks as threads of this process.
 int threads() {
   bagua_unique_id_t id;
@@ -1697,7 +1720,7 @@ int main(int argc, char** argv) {
     return rc;
   }
   if (mode == "ipc_stream") {
-    int rc = ipc_stream(comm);
+    int rc = argc > 2 && std::string(argv[2]) == "evict" ? ipc_stream_evict(comm) : ipc_stream(comm);
     MP_OK(bagua_comm_destroy(comm));
     return rc;
   }

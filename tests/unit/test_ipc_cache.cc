@@ -143,7 +143,7 @@ TEST_CASE("mappings for the caller's stream are opened and closed by calling thr
   mappings.request(7, alloc.base, alloc.buffer_id, h, 0);
   mappings.request(7, alloc.base, alloc.buffer_id, h, 0);  // asked twice, opened once
   CHECK(mappings.find(7, alloc.base, alloc.buffer_id, 0) == nullptr);
-  mappings.open_requested(true);
+  mappings.open_requested([] { return true; });
   CHECK(mappings.opened() == 1);
   std::shared_ptr<void> found = mappings.find(7, alloc.base, alloc.buffer_id, 0);
   REQUIRE(found != nullptr);
@@ -153,19 +153,19 @@ TEST_CASE("mappings for the caller's stream are opened and closed by calling thr
   // `found` holds it, and then waits for a thread allowed to close.
   CHECK(mappings.find(7, alloc.base, alloc.buffer_id + 1, 0) == nullptr);
   mappings.request(7, alloc.base, alloc.buffer_id + 1, h, 0);
-  mappings.open_requested(false);
+  mappings.open_requested([] { return false; });
   CHECK(mappings.opened() == 2);
   CHECK(mappings.pending_closes() == 0);
   found.reset();
   CHECK(mappings.pending_closes() == 1);
-  mappings.open_requested(false);
+  mappings.open_requested([] { return false; });
   CHECK(mappings.pending_closes() == 1);
-  mappings.open_requested(true);
+  mappings.open_requested([] { return true; });
   CHECK(mappings.pending_closes() == 0);
   // Eviction (two entries at most): the least recently used goes.
   mappings.request(8, alloc.base, alloc.buffer_id, h, 0);
   mappings.request(9, alloc.base, alloc.buffer_id, h, 0);
-  mappings.open_requested(true);
+  mappings.open_requested([] { return true; });
   CHECK(mappings.opened() == 4);
   CHECK(mappings.find(7, alloc.base, alloc.buffer_id + 1, 0) == nullptr);
   CHECK(mappings.find(8, alloc.base, alloc.buffer_id, 0) != nullptr);

@@ -388,6 +388,10 @@ struct PeerMemoryWork {
   // Through IPC: the words of every buffer the plan touches, then the stream may run the plan (gate 1). The call's
   // "done" goes out once the stream has (phase 1's word).
   void run_on_stream_through_ipc() {
+    // (A stream released after a failure runs the plan with whatever words it finds: write none then.)
+    if (device->proxy().streams_released()) fail(BAGUA_ERR_TIMEOUT, "{}: its stream was released", name());
+    // The kernels use the mappings until the stream has passed the call, also after a failure.
+    for (const std::shared_ptr<void>& mapping : mappings) device->hold_until_output(mapping);
     const size_t elem = datatype_size(args.dtype);
     uint64_t sent = 0, received = 0;
     for (int r = 0; r < nranks; ++r) {
@@ -409,6 +413,7 @@ struct PeerMemoryWork {
   // Staged: the staging copies' words, then the stream copies the input in (gate 1); the staging addresses go out
   // once it has, and the plan runs on host memory; the copies out follow the call's gate.
   void stage_on_stream(Round& addresses) {
+    if (device->proxy().streams_released()) fail(BAGUA_ERR_TIMEOUT, "{}: its stream was released", name());
     size_t k = 0;
     for (const std::vector<DeviceCopy>* copies : {&stage_in, &stage_out})
       for (const DeviceCopy& c : *copies) {
@@ -646,7 +651,9 @@ std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& a, const Sc
   if (device != nullptr) {
     w->device = device;
     describe_device_buffers(device->proxy().runtime(), a, &mine);
-    order_with_peers();  // the input is ready (the operation is built after it): peers may read it from now on
+    // The input is ready (the operation is built once the stream has reached the call; on the caller's stream,
+    // where it is built at the call, the hello waits for that instead): peers may read it from now on.
+    order_with_peers();
   }
   const bool alltoall = a.collective == Collective::kAlltoall || a.collective == Collective::kAlltoallv;
   const AlltoallLayout layout = alltoall_layout(a, ctx.nranks);

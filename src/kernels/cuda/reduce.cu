@@ -128,15 +128,17 @@ __global__ void copy_kernel(uint8_t* dst, const uint8_t* src, size_t bytes, size
   copy_words<W>(dst, src, bytes, head, words);
 }
 
-// The spans' addresses, read once per block from the host's words into shared memory; false when a word is 0.
-__device__ bool resolve_late(const LateSpan* spans, int n, uint8_t** out) {
+// The addresses of spans a[0..na) then b[0..nb), read once per block by its first thread from the host's words into
+// shared memory; false when a word is 0.
+__device__ bool resolve_late(const LateSpan* a, int na, const LateSpan* b, int nb, uint8_t** out) {
   __shared__ int missing;
   if (threadIdx.x == 0) {
     missing = 0;
-    for (int k = 0; k < n; ++k) {
-      const uint64_t base = *static_cast<const volatile uint64_t*>(spans[k].base);
+    for (int k = 0; k < na + nb; ++k) {
+      const LateSpan& span = k < na ? a[k] : b[k - na];
+      const uint64_t base = *static_cast<const volatile uint64_t*>(span.base);
       missing |= base == 0;
-      out[k] = reinterpret_cast<uint8_t*>(base + spans[k].offset);
+      out[k] = reinterpret_cast<uint8_t*>(base + span.offset);
     }
   }
   __syncthreads();
@@ -146,8 +148,7 @@ __device__ bool resolve_late(const LateSpan* spans, int n, uint8_t** out) {
 __global__ void late_copy_kernel(const __grid_constant__ LateSpan dst, const __grid_constant__ LateSpan src,
                                  size_t bytes) {
   __shared__ uint8_t* at[2];
-  const LateSpan spans[2] = {dst, src};
-  if (!resolve_late(spans, 2, at)) return;
+  if (!resolve_late(&dst, 1, &src, 1, at)) return;
   // The copy_bytes word choice, made here: the addresses were unknown at the launch.
   const auto skew = reinterpret_cast<uintptr_t>(at[0]) ^ reinterpret_cast<uintptr_t>(at[1]);
   auto run = [&](auto word) {
@@ -168,10 +169,7 @@ template <typename T>
 __global__ void late_reduce_spans_kernel(const __grid_constant__ LateSpanPointers p, size_t count, bagua_redop_t op,
                                          int divisor) {
   __shared__ uint8_t* at[2 * kMaxReduceSpans];
-  LateSpan spans[2 * kMaxReduceSpans];
-  for (int k = 0; k < p.nsrc; ++k) spans[k] = p.src[k];
-  for (int d = 0; d < p.ndst; ++d) spans[p.nsrc + d] = p.dst[d];
-  if (!resolve_late(spans, p.nsrc + p.ndst, at)) return;
+  if (!resolve_late(p.src, p.nsrc, p.dst, p.ndst, at)) return;
   using A = Arith<T>;
   using W = typename A::Wide;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
