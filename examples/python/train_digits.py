@@ -4,7 +4,9 @@ torch DDP over gloo and with each bagua.torch algorithm, same seed and same shar
     build/bin/bagua-run -n 4 python3 examples/python/train_digits.py [--epochs N] [--check]
 
 --check exits 1 unless every algorithm ends within 1 accuracy point of its full-precision reference
-(GradientAllReduce for the SGD algorithms, Adam over gloo for QAdam and 1-bit Adam).
+(GradientAllReduce for the SGD algorithms, Adam over gloo for QAdam and 1-bit Adam), async within 2: its averaging
+runs on a timer, so its result varies from run to run (a point is under 4 of the 360 test images), as the C++
+trainer's check allows.
 """
 
 import argparse
@@ -124,13 +126,14 @@ def main():
         results["sgd (torch DDP, gloo)"][1]
     for name, (_, acc, _) in results.items():
         reference = results["adam (torch DDP, gloo)"][1] if name in ("qadam", "onebit_adam") else reference_sgd
-        if acc < reference - 0.01:
+        tolerance = 0.02 if name == "async" else 0.01
+        if acc < reference - tolerance:
             failed.append(f"{name}: {100 * acc:.2f}% against {100 * reference:.2f}%")
     dist.destroy_process_group()
     bagua.destroy()
     if args.check and failed:
         if comm.rank == 0:
-            print("train_digits: more than 1 point below the reference:", "; ".join(failed))
+            print("train_digits: below the reference by more than the tolerance:", "; ".join(failed))
         sys.exit(1)
 
 
