@@ -271,18 +271,23 @@ struct PeerMemoryWork {
       if (!staging_asked) {
         device->take_staging();
         staging_asked = true;
-        args.sendbuf = device->staged_send();
-        args.recvbuf = device->staged_recv();
-        for (PeerBuffers* p : message_copies()) {
-          p->sendbuf = reinterpret_cast<uintptr_t>(args.sendbuf);
-          p->recvbuf = reinterpret_cast<uintptr_t>(args.recvbuf);
-          p->memory = kHostMemory;
-        }
+        use_staged_buffers();
         device->stage_in();
         device->stage_out_at_end();
       }
       return device->staged_in();
     };
+  }
+
+  // The plan runs on this rank's staging, which its description (round 2's message) now names.
+  void use_staged_buffers() {
+    args.sendbuf = device->staged_send();
+    args.recvbuf = device->staged_recv();
+    for (PeerBuffers* p : message_copies()) {
+      p->sendbuf = reinterpret_cast<uintptr_t>(args.sendbuf);
+      p->recvbuf = reinterpret_cast<uintptr_t>(args.recvbuf);
+      p->memory = kHostMemory;
+    }
   }
 
   // Where this rank's description lives: its own, the copy the plan reads, and the message to each peer.
@@ -424,13 +429,7 @@ struct PeerMemoryWork {
     device->open_phase(1);
     for (int r = 0; r < nranks; ++r)
       if (r != rank && on_device_memory(peers[r])) addresses.recvs.push_back({r, &peers[r], sizeof(PeerBuffers)});
-    args.sendbuf = device->staged_send();
-    args.recvbuf = device->staged_recv();
-    for (PeerBuffers* p : message_copies()) {
-      p->sendbuf = reinterpret_cast<uintptr_t>(args.sendbuf);
-      p->recvbuf = reinterpret_cast<uintptr_t>(args.recvbuf);
-      p->memory = kHostMemory;
-    }
+    use_staged_buffers();
     for (int r = 0; r < nranks; ++r)
       if (r != rank) addresses.sends.push_back({r, &mine_for[r], sizeof(PeerBuffers)});
     addresses.ready = [this] { return device->phase_done(1); };
