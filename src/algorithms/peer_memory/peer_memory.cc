@@ -360,9 +360,9 @@ struct PeerMemoryWork {
     device->set_phases(std::move(phases));
   }
 
-  // Round 1's vote on the caller's stream: whether this process has every peer's buffer the plan touches mapped
+  // Round 1's vote on the caller's stream: whether this communicator has every peer's buffer the plan touches mapped
   // already (opened by calling threads: the proxy thread makes no CUDA call). Those it lacks are asked for, so that
-  // this rank's next device call opens them and a later call on the same buffers goes through IPC.
+  // its next device call opens them and a later call on the same buffers goes through IPC.
   bool find_mapped_peers() {
     const auto used = buffers_touched();
     CallerIpcMappings& cache = device->proxy().caller_mappings();
