@@ -57,9 +57,10 @@ CallerIpcMappings::CallerIpcMappings(DeviceRuntime& runtime, size_t most_entries
 CallerIpcMappings::~CallerIpcMappings() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    cache_.clear();  // lets every mapping go (queued)
+    wanted_.clear();  // nothing more is opened
+    cache_.clear();   // lets every mapping go (queued)
   }
-  open_requested([] { return true; });  // (nothing is asked for any more: closes them all)
+  open_requested([] { return true; });  // closes them all
 }
 
 std::shared_ptr<void> CallerIpcMappings::find(uint64_t pid, uintptr_t base, uint64_t buffer_id, int device) {
