@@ -806,6 +806,25 @@ void every_collective(bagua_comm_t comm, void* stream, const std::function<void(
   went(2, false);
 }
 
+// An in-place allreduce of each buffer, queued in turn on `stream` and `other` without a synchronize (buffer i holds
+// value(rank, e) + i + salt), then both synchronized: every element exact.
+void queued_allreduces(bagua_comm_t comm, void* stream, void* other, std::vector<std::unique_ptr<DevBuf>>& bufs,
+                       int salt) {
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    DevBuf& q = *bufs[i];
+    void* on = i % 2 ? other : stream;
+    for (size_t e = 0; e < q.host.size(); ++e) q.host[e] = value(g_rank, e) + static_cast<int64_t>(i) + salt;
+    q.upload(on);
+    MP_OK(bagua_allreduce(q.dev, q.dev, q.host.size(), BAGUA_INT64, BAGUA_SUM, comm, on));
+    q.download(on);
+  }
+  sync(stream);
+  sync(other);
+  for (size_t i = 0; i < bufs.size(); ++i)
+    for (size_t e = 0; e < bufs[i]->host.size(); ++e)
+      MP_CHECK(bufs[i]->host[e] == value_sum(e) + (static_cast<int64_t>(i) + salt) * g_size);
+}
+
 // `calls` exact allreduces of `count` elements where the last rank's buffer is memory that peers cannot map (as
 // cudaMallocAsync's; tests/cuda has the real one). False without the stand-in, which makes such memory.
 bool unmappable_allreduces(bagua_comm_t comm, void* stream, size_t count, int calls) {
@@ -864,19 +883,8 @@ int ipc(bagua_comm_t comm, bool expect_staged, bool rank1_cannot_map) {
   // rank, and all are exact.
   void* other = g_rt->create_stream(0);
   std::vector<std::unique_ptr<DevBuf>> queued;
-  for (int i = 0; i < 12; ++i) {
-    queued.push_back(std::make_unique<DevBuf>(count));
-    DevBuf& q = *queued.back();
-    void* on = i % 2 ? other : stream;
-    for (size_t e = 0; e < count; ++e) q.host[e] = value(g_rank, e) + i;
-    q.upload(on);
-    MP_OK(bagua_allreduce(q.dev, q.dev, count, BAGUA_INT64, BAGUA_SUM, comm, on));
-    q.download(on);
-  }
-  sync(stream);
-  sync(other);
-  for (int i = 0; i < 12; ++i)
-    for (size_t e = 0; e < count; ++e) MP_CHECK(queued[i]->host[e] == value_sum(e) + i * g_size);
+  for (int i = 0; i < 12; ++i) queued.push_back(std::make_unique<DevBuf>(count));
+  queued_allreduces(comm, stream, other, queued, 0);
   went(12, !expect_staged);
   g_rt->destroy_stream(other);
   // More buffers than the cache holds, in turn: each is mapped again after its eviction.
@@ -984,18 +992,7 @@ int ipc_stream(bagua_comm_t comm) {
   std::vector<std::unique_ptr<DevBuf>> queued;
   for (int i = 0; i < 12; ++i) queued.push_back(std::make_unique<DevBuf>(count));
   for (int pass = 0; pass < 2; ++pass) {
-    for (int i = 0; i < 12; ++i) {
-      DevBuf& q = *queued[i];
-      void* on = i % 2 ? other : stream;
-      for (size_t e = 0; e < count; ++e) q.host[e] = value(g_rank, e) + i + pass;
-      q.upload(on);
-      MP_OK(bagua_allreduce(q.dev, q.dev, count, BAGUA_INT64, BAGUA_SUM, comm, on));
-      q.download(on);
-    }
-    sync(stream);
-    sync(other);
-    for (int i = 0; i < 12; ++i)
-      for (size_t e = 0; e < count; ++e) MP_CHECK(queued[i]->host[e] == value_sum(e) + (i + pass) * g_size);
+    queued_allreduces(comm, stream, other, queued, pass);
     if (pass == 0)
       went(through_ipc(comm) - ipc_before, 12 - (through_ipc(comm) - ipc_before));
     else
