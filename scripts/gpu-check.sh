@@ -109,7 +109,10 @@ step() {
   # The in-host path on the caller's stream (the default): a buffer's first call staged, later ones through IPC.
   step device:ipc-stream 60 $RUN -n 3 $B/mp_device ipc_stream
   step device:scheduler 90 $RUN -n 2 $B/mp_scheduler device
-  step device:scheduler-blocked 60 env BAGUA_TIMEOUT=2 $RUN -n 2 $B/mp_scheduler blocked
+  # (The stand-in plays the driver's blocking pageable copies, with 200 ms copies, as the ctest of the same name.)
+  blocked_env=()
+  [ $STANDIN = 1 ] && blocked_env=(BAGUA_STANDIN_BLOCKING_COPIES=1 BAGUA_STANDIN_COPY_US=200000)
+  step device:scheduler-blocked 60 env BAGUA_TIMEOUT=2 "${blocked_env[@]}" $RUN -n 2 $B/mp_scheduler blocked
   step device:relaxations 90 $RUN -n 2 $B/mp_device relaxations
   step device:relaxations-proxy 90 env BAGUA_DEVICE_DATA_PATH=proxy $RUN -n 2 $B/mp_device relaxations
   # The quantized allreduce's rail and leader forms compressing on the GPU (logical hosts of 2+2 and 2+1 ranks),

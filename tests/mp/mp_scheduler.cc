@@ -637,6 +637,12 @@ int blocked(bagua_comm_t comm) {
     std::printf("blocked: no device here, skipped\n");
     return 77;
   }
+  const char* blocking = std::getenv("BAGUA_STANDIN_BLOCKING_COPIES");
+  if (bagua::standin_control() != nullptr && (blocking == nullptr || std::strcmp(blocking, "1") != 0)) {
+    // Without the driver's behaviour the read below would not wait, and the stream would write freed memory.
+    std::printf("blocked: the stand-in needs BAGUA_STANDIN_BLOCKING_COPIES=1, skipped\n");
+    return 77;
+  }
   const std::vector<size_t> counts = {4096, 4096};
   const std::vector<bagua_datatype_t> dtypes(counts.size(), BAGUA_FLOAT32);
   void* stream = rt.create_stream(0);
