@@ -362,18 +362,22 @@ std::unique_ptr<Operation> make_device_collective_in_host(Comm& comm, const Coll
   return op;
 }
 
-// Whether an in-host device algorithm's call runs on the caller's stream (BAGUA_DEVICE_DATA_PATH=stream): a blocking
-// call outside a group whose stream is on its buffers' device, of a collective whose plan this rank knows at the
-// call (alltoall(v)'s depends on what the peers send). The others stage, and run the host algorithm.
+// Whether an in-host device algorithm's call can run on the caller's stream (BAGUA_DEVICE_DATA_PATH=stream): a
+// blocking call (outside a group, or in a group whose end may take that form) whose stream is on its buffers' device,
+// of a collective whose plan this rank knows at the call (alltoall(v)'s depends on what the peers send). The others
+// stage, and run the host algorithm.
 bool in_host_on_caller_stream(Comm& comm, const CollectiveArgs& args) {
-  return args.phases_allowed && args.collective != Collective::kAlltoall && args.collective != Collective::kAlltoallv &&
+  return (args.phases_allowed || args.in_group) && args.collective != Collective::kAlltoall &&
+         args.collective != Collective::kAlltoallv &&
          comm.device_proxy().runtime().stream_device(args.stream) == args.device;
 }
 
 // That call (docs/cuda.md, "The IPC path on the caller's stream"): its plan's kernels on the caller's stream, and its
 // staging taken now, laid out for the fallback; the ranks decide between them while the stream runs up to the call.
-std::unique_ptr<Operation> make_device_collective_in_host_on_stream(Comm& comm, const CollectiveArgs& args,
-                                                                    Algorithm algorithm, const char* suffix) {
+// taken: the sequence number a group's staged form of the call took already.
+std::unique_ptr<DeviceOperation> make_device_collective_in_host_on_stream(Comm& comm, const CollectiveArgs& args,
+                                                                          Algorithm algorithm, const char* suffix,
+                                                                          const ScheduleContext* taken = nullptr) {
   const StagingLayout layout = staging_layout(args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent);
   const size_t words_at = (layout.bytes + 7) & ~size_t{7};
   std::unique_ptr<DeviceOperation> op =
@@ -384,7 +388,7 @@ std::unique_ptr<Operation> make_device_collective_in_host_on_stream(Comm& comm, 
   op->set_algorithm(collective_name(args.collective), algorithm->name);
   // The sequence number is taken: what fails from here on (the staging block, the plan, an enqueue: in the
   // submitter) fails the communicator.
-  ScheduleContext ctx = collective_context(comm, args, algorithm);
+  ScheduleContext ctx = taken ? *taken : collective_context(comm, args, algorithm);
   std::string description =
       fmt::format("{} #{} ({} x {}, {}, device{}, on the caller's stream)", collective_name(args.collective),
                   ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
@@ -398,9 +402,9 @@ std::unique_ptr<Operation> make_device_collective_in_host_on_stream(Comm& comm, 
   return op;
 }
 
-// The collective on staging memory.
-std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveArgs& args, Algorithm algorithm,
-                                                  const char* suffix) {
+// The collective on staging memory. taken_out: the context (sequence number) it took.
+std::unique_ptr<DeviceOperation> make_device_collective(Comm& comm, const CollectiveArgs& args, Algorithm algorithm,
+                                                        const char* suffix, ScheduleContext* taken_out = nullptr) {
   std::unique_ptr<DeviceOperation> op =
       stage_buffers(comm, opkind_of(args.collective), args.stream, args.device, args.sendbuf, args.send_extent,
                     args.recvbuf, args.recv_extent, args.collective == Collective::kAlltoallv);
@@ -411,6 +415,7 @@ std::unique_ptr<Operation> make_device_collective(Comm& comm, const CollectiveAr
   host.stream = nullptr;
   // Nothing can fail from here on: the sequence number is taken. (Gating the stream is the submitter's.)
   ScheduleContext ctx = collective_context(comm, args, algorithm);
+  if (taken_out) *taken_out = ctx;
   std::string description = fmt::format("{} #{} ({} x {}, {}, device{})", collective_name(args.collective),
                                         ctx.sequence, args.count, datatype_name(args.dtype), algorithm->name, suffix);
   op->set_host_operation(
@@ -448,8 +453,19 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
     const bool in_host = algorithm->build_on_device != nullptr && comm.nhosts() <= 1 && n > 1;
     if (in_host && !comm.config().device_path_on_stream)
       return make_device_collective_in_host(comm, args, algorithm, suffix);
-    if (in_host && in_host_on_caller_stream(comm, args))
-      return make_device_collective_in_host_on_stream(comm, args, algorithm, suffix);
+    if (in_host && in_host_on_caller_stream(comm, args)) {
+      if (args.phases_allowed) return make_device_collective_in_host_on_stream(comm, args, algorithm, suffix);
+      // In a group: staged, and the caller's-stream form with the same sequence number kept for the group's end.
+      ScheduleContext ctx{};
+      std::unique_ptr<DeviceOperation> op = make_device_collective(comm, args, algorithm, suffix, &ctx);
+      CollectiveArgs alone = args;
+      alone.phases_allowed = true;
+      alone.in_group = false;
+      op->set_caller_stream_alternative([&comm, alone, algorithm, suffix, ctx] {
+        return make_device_collective_in_host_on_stream(comm, alone, algorithm, suffix, &ctx);
+      });
+      return op;
+    }
     return make_device_collective(comm, args, algorithm, suffix);
   }
   ScheduleContext ctx = collective_context(comm, args, algorithm);

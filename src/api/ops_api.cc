@@ -116,6 +116,7 @@ CollectiveArgs alltoallv_args(const void* sendbuf, const size_t* sendcounts, con
 bagua_status_t blocking(void* stream, bagua_comm_t comm, const char* name, CollectiveArgs args) {
   args.stream = stream;
   args.phases_allowed = !in_open_group();
+  args.in_group = in_open_group();
   return guarded(comm, name, [&] { run_blocking(comm, make_collective(require_comm(comm), args)); });
 }
 
@@ -254,6 +255,47 @@ bagua_status_t bagua_irecv(void* buf, size_t count, bagua_datatype_t dtype, int 
   });
 }
 
+namespace bagua {
+namespace {
+
+// A group whose calls are all on one communicator runs the calls that can go on their caller's stream that way
+// (docs/cuda.md, "The IPC path on the caller's stream"), first and in call order, which is their sequence order on
+// every rank; the rest stage together. Calls on several communicators may come in different orders on different
+// ranks, and each such call holds its stream until its peers reach it: they all stage. Returns the first failure;
+// the calls taken out of `device` are submitted (or, failing, have failed the communicator).
+bagua_status_t submit_caller_stream_alternatives(std::vector<std::unique_ptr<DeviceOperation>>& device) {
+  Comm* only = &device.front()->proxy().comm();
+  for (const auto& op : device)
+    if (&op->proxy().comm() != only) return BAGUA_SUCCESS;
+  for (const auto& request : t_group.posted)
+    if (request->comm->impl.get() != only) return BAGUA_SUCCESS;
+  bagua_status_t first = BAGUA_SUCCESS;
+  for (auto& op : device) {
+    if (!op->has_caller_stream_alternative()) continue;
+    auto build = op->take_caller_stream_alternative();
+    op.reset();  // (its room under the memory limit goes to the form that replaces it)
+    bagua_status_t status = guarded(nullptr, "bagua_group_end", [&] {
+      std::unique_ptr<DeviceOperation> alone;
+      try {
+        alone = build();
+      } catch (const Error& e) {  // the sequence number was taken at the call: the ranks are out of step
+        only->fail_now(e.status(), e.what());
+        throw;
+      } catch (const std::bad_alloc&) {
+        only->fail_now(BAGUA_ERR_SYSTEM, "out of memory building a device call of a group");
+        throw;
+      }
+      only->device_proxy().submit(std::move(alone));
+    });
+    if (first == BAGUA_SUCCESS) first = status;
+  }
+  device.erase(std::remove(device.begin(), device.end(), nullptr), device.end());
+  return first;
+}
+
+}  // namespace
+}  // namespace bagua
+
 bagua_status_t bagua_group_start(void) {
   ++t_group.depth;
   return BAGUA_SUCCESS;
@@ -269,7 +311,11 @@ bagua_status_t bagua_group_end(void) {
   if (!t_group.device.empty()) {
     auto device = std::move(t_group.device);
     t_group.device.clear();
-    first = guarded(nullptr, "bagua_group_end", [&] { submit_device_group(std::move(device)); });
+    first = submit_caller_stream_alternatives(device);
+    if (!device.empty()) {
+      bagua_status_t status = guarded(nullptr, "bagua_group_end", [&] { submit_device_group(std::move(device)); });
+      if (first == BAGUA_SUCCESS) first = status;
+    }
   }
   // Drive every posted operation round-robin (they may depend on each other across communicators);
   // report the first error, after all have finished.

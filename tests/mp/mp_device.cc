@@ -1000,15 +1000,42 @@ int ipc_stream(bagua_comm_t comm) {
   }
   g_rt->destroy_stream(other);
   MP_CHECK(ipc_opened(comm) == 0);
-  // In a group: staged by the host algorithm (not the in-host path), exact.
+  // A group on one communicator: its calls go on the caller's stream in call order, through IPC on buffers mapped
+  // before (a, small, big), exact.
   fill(a, me);
   a.upload(stream);
+  fill(small, me);
+  small.upload(stream);
   MP_OK(bagua_group_start());
   MP_OK(bagua_allreduce(a.dev, a.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  MP_OK(bagua_allgather(small.dev, big.dev, c, BAGUA_INT64, comm, stream));
   MP_OK(bagua_group_end());
   fetch(a);
+  fetch(big);
   for (size_t i = 0; i < count; ++i) MP_CHECK(a.host[i] == value_sum(i));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < c; ++i) MP_CHECK(big.host[r * c + i] == value(r, i));
+  went(2, 0);
+  // A group over two communicators, in opposite orders on odd and even ranks: every call stages (on the caller's
+  // stream each would hold its stream until its peers reach it, and the orders differ), with no deadlock; exact.
+  bagua_comm_t twin = nullptr;
+  MP_OK(bagua_comm_split(comm, 0, me, &twin));
+  fill(a, me);
+  a.upload(stream);
+  fill(b, me);
+  b.upload(stream);
+  MP_OK(bagua_group_start());
+  for (int k = 0; k < 2; ++k) {
+    const bool first_comm = (k == 0) == (me % 2 == 0);
+    DevBuf& buf = first_comm ? a : b;
+    MP_OK(bagua_allreduce(buf.dev, buf.dev, count, BAGUA_INT64, BAGUA_SUM, first_comm ? comm : twin, stream));
+  }
+  MP_OK(bagua_group_end());
+  fetch(a);
+  fetch(b);
+  for (size_t i = 0; i < count; ++i) MP_CHECK(a.host[i] == value_sum(i) && b.host[i] == value_sum(i));
   went(0, 0);
+  MP_OK(bagua_comm_destroy(twin));
   if (g_rank == 0)
     std::printf("ipc on the caller's stream, %d ranks: new buffers staged, then through IPC; exact\n", g_size);
   g_rt->destroy_stream(stream);
