@@ -271,12 +271,13 @@ void prepare_selection(Comm& comm) {
 namespace {
 
 std::unique_ptr<DeviceOperation> prepare_device_operation(Comm& comm, bagua_opkind_t kind, void* stream, int device,
-                                                          size_t staging_bytes) {
+                                                          size_t staging_bytes, StagingLease room = {}) {
   DeviceProxy& proxy = comm.device_proxy();
   proxy.check_stream(stream);
   proxy.open_requested_mappings();  // (this thread: what the in-host path asked for at earlier calls)
   // Room only: the block is allocated, or an idle one taken, when the operation starts (take_staging).
-  return std::make_unique<DeviceOperation>(kind, proxy, stream, device, proxy.lease(staging_bytes));
+  if (room.data() != nullptr || room.bytes() < staging_bytes) room = proxy.lease(staging_bytes);
+  return std::make_unique<DeviceOperation>(kind, proxy, stream, device, std::move(room));
 }
 
 // How a call's buffers sit in its staging: in place, the union of both; else the send buffer, then the receive one.
@@ -324,9 +325,10 @@ void lay_out_staging(DeviceOperation& op, const StagingLayout& l, const void* se
 // A device operation whose staging holds the call's buffers once it starts (staged_send(), staged_recv()).
 std::unique_ptr<DeviceOperation> stage_buffers(Comm& comm, bagua_opkind_t kind, void* stream, int device,
                                                const void* sendbuf, size_t send_extent, void* recvbuf,
-                                               size_t recv_extent, bool copy_recv_in) {
+                                               size_t recv_extent, bool copy_recv_in, size_t room_bytes = 0) {
   const StagingLayout layout = staging_layout(sendbuf, send_extent, recvbuf, recv_extent);
-  std::unique_ptr<DeviceOperation> op = prepare_device_operation(comm, kind, stream, device, layout.bytes);
+  std::unique_ptr<DeviceOperation> op =
+      prepare_device_operation(comm, kind, stream, device, std::max(layout.bytes, room_bytes));
   op->lay_out_staging_at_start([=](DeviceOperation& self) {
     lay_out_staging(self, layout, sendbuf, send_extent, recvbuf, recv_extent, copy_recv_in);
   });
@@ -374,15 +376,21 @@ bool in_host_on_caller_stream(Comm& comm, const CollectiveArgs& args) {
 
 // That call (docs/cuda.md, "The IPC path on the caller's stream"): its plan's kernels on the caller's stream, and its
 // staging taken now, laid out for the fallback; the ranks decide between them while the stream runs up to the call.
-// taken: the sequence number a group's staged form of the call took already.
+// The staging it takes: the call's buffers, then the late words.
+size_t in_host_on_stream_bytes(const Comm& comm, const StagingLayout& layout) {
+  return ((layout.bytes + 7) & ~size_t{7}) + peer_memory_late_words(comm.size()) * sizeof(uint64_t);
+}
+
+// taken, room: the sequence number and the room under the memory limit that a group's staged form of the call took.
 std::unique_ptr<DeviceOperation> make_device_collective_in_host_on_stream(Comm& comm, const CollectiveArgs& args,
                                                                           Algorithm algorithm, const char* suffix,
-                                                                          const ScheduleContext* taken = nullptr) {
+                                                                          const ScheduleContext* taken = nullptr,
+                                                                          StagingLease room = {}) {
   const StagingLayout layout = staging_layout(args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent);
   const size_t words_at = (layout.bytes + 7) & ~size_t{7};
   std::unique_ptr<DeviceOperation> op =
       prepare_device_operation(comm, opkind_of(args.collective), args.stream, args.device,
-                               words_at + peer_memory_late_words(comm.size()) * sizeof(uint64_t));
+                               in_host_on_stream_bytes(comm, layout), std::move(room));
   op->compute_on_caller_stream(0);
   op->set_late_words_at(words_at);
   op->set_algorithm(collective_name(args.collective), algorithm->name);
@@ -402,12 +410,14 @@ std::unique_ptr<DeviceOperation> make_device_collective_in_host_on_stream(Comm& 
   return op;
 }
 
-// The collective on staging memory. taken_out: the context (sequence number) it took.
+// The collective on staging memory. taken_out: the context (sequence number) it took. room_bytes: room under the
+// memory limit to take at least (for the form that may replace it).
 std::unique_ptr<DeviceOperation> make_device_collective(Comm& comm, const CollectiveArgs& args, Algorithm algorithm,
-                                                        const char* suffix, ScheduleContext* taken_out = nullptr) {
+                                                        const char* suffix, ScheduleContext* taken_out = nullptr,
+                                                        size_t room_bytes = 0) {
   std::unique_ptr<DeviceOperation> op =
       stage_buffers(comm, opkind_of(args.collective), args.stream, args.device, args.sendbuf, args.send_extent,
-                    args.recvbuf, args.recv_extent, args.collective == Collective::kAlltoallv);
+                    args.recvbuf, args.recv_extent, args.collective == Collective::kAlltoallv, room_bytes);
   op->set_algorithm(collective_name(args.collective), algorithm->name);  // the operation the engine retires
   op->allow_pipelined_staging();
   CollectiveArgs host = args;
@@ -455,14 +465,17 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
       return make_device_collective_in_host(comm, args, algorithm, suffix);
     if (in_host && in_host_on_caller_stream(comm, args)) {
       if (args.phases_allowed) return make_device_collective_in_host_on_stream(comm, args, algorithm, suffix);
-      // In a group: staged, and the caller's-stream form with the same sequence number kept for the group's end.
+      // In a group: staged, and the caller's-stream form kept for the group's end, which hands it this call's
+      // sequence number and room (taken for the larger of the two).
       ScheduleContext ctx{};
-      std::unique_ptr<DeviceOperation> op = make_device_collective(comm, args, algorithm, suffix, &ctx);
+      const StagingLayout layout = staging_layout(args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent);
+      std::unique_ptr<DeviceOperation> op =
+          make_device_collective(comm, args, algorithm, suffix, &ctx, in_host_on_stream_bytes(comm, layout));
       CollectiveArgs alone = args;
       alone.phases_allowed = true;
       alone.in_group = false;
-      op->set_caller_stream_alternative([&comm, alone, algorithm, suffix, ctx] {
-        return make_device_collective_in_host_on_stream(comm, alone, algorithm, suffix, &ctx);
+      op->set_caller_stream_alternative([&comm, alone, algorithm, suffix, ctx](StagingLease room) {
+        return make_device_collective_in_host_on_stream(comm, alone, algorithm, suffix, &ctx, std::move(room));
       });
       return op;
     }

@@ -258,36 +258,37 @@ bagua_status_t bagua_irecv(void* buf, size_t count, bagua_datatype_t dtype, int 
 namespace bagua {
 namespace {
 
-// A group whose calls are all on one communicator runs the calls that can go on their caller's stream that way
-// (docs/cuda.md, "The IPC path on the caller's stream"), first and in call order, which is their sequence order on
-// every rank; the rest stage together. Calls on several communicators may come in different orders on different
-// ranks, and each such call holds its stream until its peers reach it: they all stage. Returns the first failure;
-// the calls taken out of `device` are submitted (or, failing, have failed the communicator).
+// A group whose device calls can all run on their caller's stream, with every call of the group (host calls too) on
+// one communicator, runs them that way (docs/cuda.md, "The IPC path on the caller's stream"), one after the other in
+// call order, which is their sequence order on every rank. Otherwise every call stages and they start together, as
+// ungrouped calls would allow: calls on several communicators may come in different orders on different ranks, and
+// a call on its caller's stream holds the stream until its peers reach it. Returns the first failure; `device` keeps
+// the calls still to submit (after a failure, those not replaced yet: the communicator has failed).
 bagua_status_t submit_caller_stream_alternatives(std::vector<std::unique_ptr<DeviceOperation>>& device) {
   Comm* only = &device.front()->proxy().comm();
   for (const auto& op : device)
-    if (&op->proxy().comm() != only) return BAGUA_SUCCESS;
+    if (&op->proxy().comm() != only || !op->has_caller_stream_alternative()) return BAGUA_SUCCESS;
   for (const auto& request : t_group.posted)
     if (request->comm->impl.get() != only) return BAGUA_SUCCESS;
   bagua_status_t first = BAGUA_SUCCESS;
   for (auto& op : device) {
-    if (!op->has_caller_stream_alternative()) continue;
-    auto build = op->take_caller_stream_alternative();
-    op.reset();  // (its room under the memory limit goes to the form that replaces it)
-    bagua_status_t status = guarded(nullptr, "bagua_group_end", [&] {
+    DeviceOperation::Alternative build = op->take_caller_stream_alternative();
+    StagingLease room = op->take_room();
+    op.reset();
+    first = guarded(nullptr, "bagua_group_end", [&] {
       std::unique_ptr<DeviceOperation> alone;
       try {
-        alone = build();
+        alone = build(std::move(room));
       } catch (const Error& e) {  // the sequence number was taken at the call: the ranks are out of step
         only->fail_now(e.status(), e.what());
         throw;
-      } catch (const std::bad_alloc&) {
-        only->fail_now(BAGUA_ERR_SYSTEM, "out of memory building a device call of a group");
+      } catch (...) {
+        only->fail_now(BAGUA_ERR_SYSTEM, "building a device call of a group failed (out of memory?)");
         throw;
       }
       only->device_proxy().submit(std::move(alone));
     });
-    if (first == BAGUA_SUCCESS) first = status;
+    if (first != BAGUA_SUCCESS) break;
   }
   device.erase(std::remove(device.begin(), device.end(), nullptr), device.end());
   return first;

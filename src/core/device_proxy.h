@@ -178,13 +178,13 @@ class DeviceOperation final : public Operation, private StagingWindow {
   bool computes_on_caller_stream() const { return computes_on_caller_stream_; }
   // A staged call of a group that could run on its caller's stream instead: builds that form, with the same sequence
   // number (the group's end takes it where every call of the group is on one communicator; docs/cuda.md).
-  void set_caller_stream_alternative(std::function<std::unique_ptr<DeviceOperation>()> build) {
-    caller_stream_alternative_ = std::move(build);
-  }
+  // build takes the room under the memory limit that this call holds (take_room), leased at the call for either form.
+  using Alternative = std::function<std::unique_ptr<DeviceOperation>(StagingLease room)>;
+  void set_caller_stream_alternative(Alternative build) { caller_stream_alternative_ = std::move(build); }
   bool has_caller_stream_alternative() const { return static_cast<bool>(caller_stream_alternative_); }
-  std::function<std::unique_ptr<DeviceOperation>()> take_caller_stream_alternative() {
-    return std::move(caller_stream_alternative_);
-  }
+  Alternative take_caller_stream_alternative() { return std::move(caller_stream_alternative_); }
+  // Before it is submitted: its room, for the form that replaces it.
+  StagingLease take_room() { return std::move(staging_); }
   unsigned char* stream_scratch() const { return static_cast<unsigned char*>(stream_scratch_); }
   // Set by the lay-out (lay_out_staging_at_start), which runs on the calling thread once the staging is taken.
   void set_phases(std::vector<std::function<void(DeviceStream)>> phases) { phases_ = std::move(phases); }
@@ -320,7 +320,7 @@ class DeviceOperation final : public Operation, private StagingWindow {
   // compute_on_caller_stream: the phases, the words after each but the last, the gates before each but the first
   // (gate k at [k]; the last is the call's gate_), and the scratch ordered on the caller's stream.
   bool computes_on_caller_stream_ = false;
-  std::function<std::unique_ptr<DeviceOperation>()> caller_stream_alternative_;
+  Alternative caller_stream_alternative_;
   std::vector<std::function<void(DeviceStream)>> phases_;
   std::vector<StreamSignal> phase_words_;
   std::vector<std::shared_ptr<StreamGate>> phase_gates_;

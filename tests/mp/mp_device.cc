@@ -1036,6 +1036,26 @@ int ipc_stream(bagua_comm_t comm) {
   for (size_t i = 0; i < count; ++i) MP_CHECK(a.host[i] == value_sum(i) && b.host[i] == value_sum(i));
   went(0, 0);
   MP_OK(bagua_comm_destroy(twin));
+  // A group with a call that cannot go on the caller's stream (alltoall) stages every call, which then start
+  // together; here against ranks that make the same calls outside a group (even ranks group them, odd ones do not):
+  // the allreduce stages on every rank (a peer's form is the host algorithm's), no deadlock, exact.
+  fill(a, me);
+  a.upload(stream);
+  fill(big, me);
+  big.upload(stream);
+  DevBuf shuffled(c * n);
+  const bool grouped = me % 2 == 0;
+  if (grouped) MP_OK(bagua_group_start());
+  MP_OK(bagua_alltoall(big.dev, shuffled.dev, c, BAGUA_INT64, comm, stream));
+  MP_OK(bagua_allreduce(a.dev, a.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  if (grouped) MP_OK(bagua_group_end());
+  fetch(a);
+  fetch(shuffled);
+  for (size_t i = 0; i < count; ++i) MP_CHECK(a.host[i] == value_sum(i));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < c; ++i) MP_CHECK(shuffled.host[r * c + i] == value(r, me * c + i));
+  went(0, grouped ? 0 : 1);
+  MP_CHECK(ipc_opened(comm) == 0);
   if (g_rank == 0)
     std::printf("ipc on the caller's stream, %d ranks: new buffers staged, then through IPC; exact\n", g_size);
   g_rt->destroy_stream(stream);
