@@ -55,7 +55,7 @@ struct CollectiveArgs {
   // (DeviceOperation::compute_on_caller_stream), which a request or a group member cannot.
   bool phases_allowed = false;
   // A blocking call inside a group: staged, with the caller's-stream form kept as an alternative that
-  // bagua_group_end takes where the group is on one communicator (DeviceOperation::set_caller_stream_alternative).
+  // bagua_group_end takes where the group allows it (DeviceOperation::set_caller_stream_alternative).
   bool in_group = false;
 
   // Set by check_collective_args: where the buffers live, and the bytes of each this rank reads or writes.

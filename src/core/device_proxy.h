@@ -177,8 +177,9 @@ class DeviceOperation final : public Operation, private StagingWindow {
   void compute_on_caller_stream(size_t stream_scratch_bytes, size_t timestamps_at = kNoTimestamps);
   bool computes_on_caller_stream() const { return computes_on_caller_stream_; }
   // A staged call of a group that could run on its caller's stream instead: builds that form, with the same sequence
-  // number (the group's end takes it where every call of the group is on one communicator; docs/cuda.md).
-  // build takes the room under the memory limit that this call holds (take_room), leased at the call for either form.
+  // number (the group's end takes it where every call of the group is on one communicator and has such a form;
+  // docs/cuda.md). build takes the room under the memory limit that this call holds (take_room), leased at the call
+  // for either form.
   using Alternative = std::function<std::unique_ptr<DeviceOperation>(StagingLease room)>;
   void set_caller_stream_alternative(Alternative build) { caller_stream_alternative_ = std::move(build); }
   bool has_caller_stream_alternative() const { return static_cast<bool>(caller_stream_alternative_); }
