@@ -90,8 +90,8 @@ void CallerIpcMappings::open_requested(const std::function<bool()>& may_close) {
       static std::atomic<bool> warned{false};
       if (!warned.exchange(true))
         BAGUA_WARN(
-            "mapping a peer's device buffer through IPC failed; calls on it stay staged (said once per "
-            "process): {}",
+            "mapping a peer's device buffer through IPC failed (the peer may have freed it since its call); calls on "
+            "it stay staged (said once per process): {}",
             e.what());
       std::lock_guard<std::mutex> lock(mutex_);
       failed_.insert(std::make_tuple(w.pid, w.base, w.buffer_id, w.device));
