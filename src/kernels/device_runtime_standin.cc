@@ -137,6 +137,20 @@ long copy_delay_us() {
   return delay_us;
 }
 
+// A copy as a stand-in stream runs it. Slow (BAGUA_STANDIN_COPY_US): the source is read when the copy starts and the
+// destination written when it ends, so that both a read of the destination too early and a write of the source after
+// the copy began show.
+void copy_on_stream(void* dst, const void* src, size_t bytes) {
+  const long delay_us = copy_delay_us();
+  if (delay_us == 0) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  std::vector<uint8_t> held(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + bytes);
+  std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+  std::memcpy(dst, held.data(), bytes);
+}
+
 // A late span's address as the stream runs (acquire: what the host wrote before the word is visible); nullptr for 0.
 uint8_t* resolve(const LateSpan& span) {
   const uint64_t base = __atomic_load_n(span.base, __ATOMIC_ACQUIRE);
@@ -228,7 +242,6 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     copy_async(dst, src, bytes, stream);  // (device and mapped memory: never a blocking copy)
   }
   void copy_async(void* dst, const void* src, size_t bytes, DeviceStream stream) override {
-    const long delay_us = copy_delay_us();
     if (blocking_copies() && (pageable(dst) || pageable(src))) {
       // As the driver's pageable copies: returns once the stream has run it, holding the driver lock until then.
       std::lock_guard<std::mutex> held(g_driver_lock);
@@ -239,17 +252,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
       return;
     }
     DriverTurn turn;
-    stream_of(stream)->enqueue([dst, src, bytes, delay_us] {
-      if (delay_us == 0) {
-        std::memcpy(dst, src, bytes);
-        return;
-      }
-      // Slow: the source is read when the copy starts and the destination written when it ends, so that both a
-      // read of the destination too early and a write of the source after the copy began show.
-      std::vector<uint8_t> held(static_cast<const uint8_t*>(src), static_cast<const uint8_t*>(src) + bytes);
-      std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
-      std::memcpy(dst, held.data(), bytes);
-    });
+    stream_of(stream)->enqueue([dst, src, bytes] { copy_on_stream(dst, src, bytes); });
   }
   DeviceStream create_stream(int) override {
     DriverTurn turn;
@@ -400,14 +403,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     DriverTurn turn;
     stream_of(stream)->enqueue([=] {
       uint8_t *to = resolve(dst), *from = resolve(src);
-      if (to == nullptr || from == nullptr || bytes == 0) return;
-      if (copy_delay_us() == 0) {
-        std::memcpy(to, from, bytes);
-        return;
-      }
-      std::vector<uint8_t> held(from, from + bytes);  // (slow: read at the start, written at the end, as copy_async)
-      std::this_thread::sleep_for(std::chrono::microseconds(copy_delay_us()));
-      std::memcpy(to, held.data(), bytes);
+      if (to != nullptr && from != nullptr && bytes > 0) copy_on_stream(to, from, bytes);
     });
   }
   void late_reduce_spans_async(const std::vector<LateSpan>& dsts, const std::vector<LateSpan>& srcs, size_t count,
