@@ -376,9 +376,10 @@ bool in_host_on_caller_stream(Comm& comm, const CollectiveArgs& args) {
 
 // That call (docs/cuda.md, "The IPC path on the caller's stream"): its plan's kernels on the caller's stream, and its
 // staging taken now, laid out for the fallback; the ranks decide between them while the stream runs up to the call.
-// The staging it takes: the call's buffers, then the late words.
+// The staging it takes: the call's buffers, then (8-aligned, at late_words_at) the late words.
+size_t late_words_at(const StagingLayout& layout) { return (layout.bytes + 7) & ~size_t{7}; }
 size_t in_host_on_stream_bytes(const Comm& comm, const StagingLayout& layout) {
-  return ((layout.bytes + 7) & ~size_t{7}) + peer_memory_late_words(comm.size()) * sizeof(uint64_t);
+  return late_words_at(layout) + peer_memory_late_words(comm.size()) * sizeof(uint64_t);
 }
 
 // taken, room: the sequence number and the room under the memory limit that a group's staged form of the call took.
@@ -387,12 +388,11 @@ std::unique_ptr<DeviceOperation> make_device_collective_in_host_on_stream(Comm& 
                                                                           const ScheduleContext* taken = nullptr,
                                                                           StagingLease room = {}) {
   const StagingLayout layout = staging_layout(args.sendbuf, args.send_extent, args.recvbuf, args.recv_extent);
-  const size_t words_at = (layout.bytes + 7) & ~size_t{7};
   std::unique_ptr<DeviceOperation> op =
       prepare_device_operation(comm, opkind_of(args.collective), args.stream, args.device,
                                in_host_on_stream_bytes(comm, layout), std::move(room));
   op->compute_on_caller_stream(0);
-  op->set_late_words_at(words_at);
+  op->set_late_words_at(late_words_at(layout));
   op->set_algorithm(collective_name(args.collective), algorithm->name);
   // The sequence number is taken: what fails from here on (the staging block, the plan, an enqueue: in the
   // submitter) fails the communicator.

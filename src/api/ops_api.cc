@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "algorithms/dispatch.h"
 #include "api/api_guard.h"
 #include "api/op_helpers.h"
@@ -282,8 +284,11 @@ bagua_status_t submit_caller_stream_alternatives(std::vector<std::unique_ptr<Dev
       } catch (const Error& e) {  // the sequence number was taken at the call: the ranks are out of step
         only->fail_now(e.status(), e.what());
         throw;
+      } catch (const std::exception& e) {
+        only->fail_now(BAGUA_ERR_SYSTEM, fmt::format("bagua_group_end: building a device call failed: {}", e.what()));
+        throw;
       } catch (...) {
-        only->fail_now(BAGUA_ERR_SYSTEM, "building a device call of a group failed (out of memory?)");
+        only->fail_now(BAGUA_ERR_SYSTEM, "bagua_group_end: building a device call failed (unknown exception)");
         throw;
       }
       only->device_proxy().submit(std::move(alone));
