@@ -16,6 +16,13 @@ size_t fullest_host(const HostLayout& hosts) {
 }
 }  // namespace
 
+double CostModel::SharedCopyFactor::at(double block) const {
+  if (block <= small_block || large_block <= small_block) return at_small;
+  if (block >= large_block) return at_large;
+  const double t = std::log2(block / small_block) / std::log2(large_block / small_block);
+  return at_small + t * (at_large - at_small);
+}
+
 CostTerms::CostTerms(const CostModel& c, size_t bytes, int nranks, const HostLayout& hosts)
     : model(c),
       m(static_cast<double>(bytes)),

@@ -25,7 +25,14 @@ struct CostModel {
   double cross_memory_us = 1.0;        // one process_vm_readv/writev call of a direct allreduce segment
   double peer_memory_setup_us = 10.0;  // the peer_memory algorithms' rounds beyond two (not the direct allreduce's):
                                        // their floor was 16-24 us at 4 KiB on 2 ranks, where 2 alpha is 5
-  double shared_copy_factor = 0.5;     // alltoall through shared segments: time per byte against a single-copy read
+  // Alltoall through shared segments: time per byte against a single-copy read, by block size (bytes per peer).
+  // Offline 0.5 at every size; init may measure it at one or two block sizes (algorithms/calibration.h).
+  struct SharedCopyFactor {
+    double small_block = 0, at_small = 0.5;  // at and below small_block
+    double large_block = 0, at_large = 0.5;  // at and above large_block; linear in log2(block) between
+    double at(double block) const;
+  };
+  SharedCopyFactor shared_copy_factor;
   // Where ranks outnumber cores, each alltoall message of direct and pairwise waits until its peer runs (to read a
   // single-copy block, or to take an eager one): extra per round against shm (3 and 4 ranks on 2 cores: 16 KiB in
   // all 10.8 against shm's 9.2 us, 64 KiB 19.8 against 16.0 and 27.1 against 22.8; docs/algorithms.md, "Measured at

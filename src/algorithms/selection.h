@@ -32,8 +32,10 @@ class AlgorithmSelector {
   // modelled time ("ring 12.3 us, rd 10.1 us").
   std::string explain(Collective c, size_t bytes, int nranks, const HostLayout& hosts = {}) const;
   const CostModel& model() const { return model_; }
-  // A constant measured when the communicator was made and agreed by its ranks (algorithms/calibration.h).
-  void set_shared_copy_factor(double factor) { model_.shared_copy_factor = factor; }
+  // Measured when the communicator was made and agreed by its ranks (algorithms/calibration.h): one factor for
+  // every block size, or a curve through two.
+  void set_shared_copy_factor(double factor) { model_.shared_copy_factor = {0, factor, 0, factor}; }
+  void set_shared_copy_factor(const CostModel::SharedCopyFactor& curve) { model_.shared_copy_factor = curve; }
   // Whether the communicator's ranks outnumber their cores: the same on every rank.
   void set_ranks_share_cores(bool share) { model_.ranks_share_cores = share; }
 

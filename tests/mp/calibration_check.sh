@@ -1,7 +1,7 @@
 #!/bin/bash
 # The alltoall calibration at init (docs/algorithms.md, "Measured at init"): mp_init on 2 ranks forms two
-# communicators of one host, and with debug logging each rank logs one calibration line per communicator, the same
-# factor and decision on both ranks of a communicator. Skipped (77) where cross-memory attach is off: no shared
+# communicators of one host, and with debug logging each rank logs one calibration line per communicator and block
+# size (two sizes, or one where the ranks outnumber the cores), the same factor and decision on both ranks. Skipped (77) where cross-memory attach is off: no shared
 # segments, nothing to calibrate.
 #   calibration_check.sh BAGUA_RUN MP_INIT
 set -euo pipefail
@@ -11,9 +11,14 @@ if grep -q "single-copy transfers between host peers: off" <<<"$out"; then
   echo "SKIP: no cross-memory attach here"
   exit 77
 fi
-lines=$(grep -o "alltoall through shared segments took [0-9.]*x the time of single-copy reads ([0-9. a-z]*): [a-z ]*" <<<"$out" || true)
+lines=$(grep -o "alltoall of [0-9]* KiB blocks through shared segments took [0-9.]*x the time of single-copy reads ([0-9. a-z]*): [a-z ]*" <<<"$out" || true)
 echo "$lines"
-[ "$(wc -l <<<"$lines")" = 4 ] || { echo "FAIL: expected 4 calibration lines (2 ranks x 2 communicators)"; exit 1; }
+count=$(grep -c . <<<"$lines" || true)
+case $count in
+  8) [ "$(grep -o "of [0-9]* KiB" <<<"$lines" | sort -u | wc -l)" = 2 ] || { echo "FAIL: expected two block sizes"; exit 1; } ;;
+  4) grep -q "ranks on this machine share" <<<"$out" || { echo "FAIL: one block size, yet the ranks have their own cores"; exit 1; } ;;
+  *) echo "FAIL: expected 8 calibration lines (2 ranks x 2 communicators x 2 block sizes), or 4 where ranks share cores"; exit 1 ;;
+esac
 # Two distinct lines at most: one per communicator, each logged identically by both ranks.
 [ "$(sort <<<"$lines" | uniq -c | awk '$1 % 2 != 0' | wc -l)" = 0 ] || { echo "FAIL: the ranks disagree"; exit 1; }
 echo "ok"

@@ -142,3 +142,34 @@ TEST_CASE("where ranks share cores, a measured factor near 1 keeps shm for small
   for (size_t bytes : {size_t{64} << 10, size_t{1} << 20})
     CHECK(chosen(own_cores, Collective::kAlltoall, bytes, 3, three) != "shm");
 }
+
+TEST_CASE("measured at a small and a large block size, the factor runs between them", "[selection]") {
+  // Oracle: the 2-core VM of 2026-12-05, 2 ranks, init measured shm against single-copy reads at 0.48-0.83x with
+  // 64 KiB blocks and 1.14-1.50x with 2 MiB blocks; in steady state (-n 100, us) shm / pairwise / direct took
+  // 4.1 / 8.9 / 7.8 at 128 KiB in all, 11.8 / 16.9 / 18.6 at 256 KiB, 208 / 165 / 151 at 4 MiB.
+  const HostLayout one_host = {{0, 1}};
+  const CostModel::SharedCopyFactor curve =
+      shared_copy_curve({{2 << 20, 267.4, 178.3}, {64 << 10, 7.8, 16.5}});  // the order init measures them in
+  CHECK(curve.small_block == 64 << 10);
+  CHECK(curve.at_small == 0.5);  // 0.47x is no verdict for single-copy reads: the offline constant
+  CHECK(curve.large_block == 2 << 20);
+  CHECK(curve.at_large == Approx(1.4997).epsilon(1e-3));
+  CHECK(curve.at(4096) == 0.5);
+  CHECK(curve.at(64 << 10) == 0.5);
+  CHECK(curve.at(256 << 10) == Approx(0.5 + 0.4 * (curve.at_large - 0.5)));  // 2 of the 5 doublings
+  CHECK(curve.at(2 << 20) == curve.at_large);
+  CHECK(curve.at(64 << 20) == curve.at_large);
+  AlgorithmSelector selector("", 1.25, true);
+  selector.set_shared_copy_factor(curve);
+  for (size_t bytes : {size_t{16} << 10, size_t{128} << 10, size_t{256} << 10})
+    CHECK(chosen(selector, Collective::kAlltoall, bytes, 2, one_host) == "shm");
+  for (size_t bytes : {size_t{4} << 20, size_t{16} << 20, size_t{64} << 20})
+    CHECK(chosen(selector, Collective::kAlltoall, bytes, 2, one_host) != "shm");
+  // One point (ranks sharing cores) is a factor for every size; none keeps the offline one.
+  const CostModel::SharedCopyFactor one = shared_copy_curve({{256 << 10, 125.0, 100.0}});
+  CHECK(one.at(4096) == 1.25);
+  CHECK(one.at(64 << 20) == 1.25);
+  CHECK(shared_copy_curve({}).at(1 << 20) == 0.5);
+  // A stalled core (above 4x) at the large size leaves the offline factor there.
+  CHECK(shared_copy_curve({{64 << 10, 7.8, 16.5}, {2 << 20, 900.0, 180.0}}).at(64 << 20) == 0.5);
+}

@@ -142,7 +142,7 @@ std::unique_ptr<Schedule> alltoall_shared_memory(const CollectiveArgs& a, const 
 double cost(const CostTerms& t) {
   const double slot = static_cast<double>(shared_segment_slot_bytes(t.n));
   const double pieces = std::max(1.0, std::ceil(t.m / t.n / slot));
-  return pieces * (t.alpha + (t.n - 1) * t.delta) + t.frac * t.m * t.beta * t.model.shared_copy_factor;
+  return pieces * (t.alpha + (t.n - 1) * t.delta) + t.frac * t.m * t.beta * t.model.shared_copy_factor.at(t.m / t.n);
 }
 
 bool one_host(int, const HostLayout& hosts) { return hosts.size() <= 1; }
