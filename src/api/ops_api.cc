@@ -20,6 +20,9 @@ namespace {
 struct GroupState {
   int depth = 0;
   std::vector<std::unique_ptr<bagua_request>> posted;
+  // Host receives: started in bagua_group_end, after the group's other calls (sends first, as schedules post their
+  // rounds: docs/transport.md, "Sends first"). Not started yet, so freed with the group if it never ends.
+  std::vector<std::unique_ptr<bagua_request>> receives;
   // Device operations wait for bagua_group_end, which enqueues them together (submit_device_group).
   std::vector<std::unique_ptr<DeviceOperation>> device;
   // A thread that ends (or exits the process) inside a group: its posted operations are running on their
@@ -37,8 +40,9 @@ bool in_open_group() { return t_group.depth > 0; }
 bool open_group_holds(const bagua_comm* handle) {
   for (const auto& op : t_group.device)
     if (&op->proxy().comm() == handle->impl.get()) return true;
-  for (const auto& request : t_group.posted)
-    if (request->comm == handle) return true;
+  for (const auto* list : {&t_group.posted, &t_group.receives})
+    for (const auto& request : *list)
+      if (request->comm == handle) return true;
   return false;
 }
 
@@ -57,6 +61,10 @@ void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
     auto request = std::make_unique<bagua_request>();
     request->comm = handle;
     request->op = std::move(op);
+    if (request->op->kind() == BAGUA_OPKIND_RECV) {
+      t_group.receives.push_back(std::move(request));
+      return;
+    }
     t_group.posted.reserve(t_group.posted.size() + 1);  // once started, it must reach the list
     comm.start(*request->op);
     t_group.posted.push_back(std::move(request));
@@ -270,8 +278,9 @@ bagua_status_t submit_caller_stream_alternatives(std::vector<std::unique_ptr<Dev
   Comm* only = &device.front()->proxy().comm();
   for (const auto& op : device)
     if (&op->proxy().comm() != only || !op->has_caller_stream_alternative()) return BAGUA_SUCCESS;
-  for (const auto& request : t_group.posted)
-    if (request->comm->impl.get() != only) return BAGUA_SUCCESS;
+  for (const auto* list : {&t_group.posted, &t_group.receives})
+    for (const auto& request : *list)
+      if (request->comm->impl.get() != only) return BAGUA_SUCCESS;
   bagua_status_t first = BAGUA_SUCCESS;
   for (auto& op : device) {
     DeviceOperation::Alternative build = op->take_caller_stream_alternative();
@@ -322,6 +331,17 @@ bagua_status_t bagua_group_end(void) {
       bagua_status_t status = guarded(nullptr, "bagua_group_end", [&] { submit_device_group(std::move(device)); });
       if (first == BAGUA_SUCCESS) first = status;
     }
+  }
+  std::vector<std::unique_ptr<bagua_request>> receives = std::move(t_group.receives);
+  t_group.receives.clear();
+  for (auto& request : receives) {
+    bagua_comm* comm = request->comm;
+    t_group.posted.reserve(t_group.posted.size() + 1);  // once started, it must reach the list
+    bagua_status_t status = guarded(comm, "bagua_group_end", [&] { comm->impl->start(*request->op); });
+    if (status == BAGUA_SUCCESS)
+      t_group.posted.push_back(std::move(request));
+    else if (first == BAGUA_SUCCESS)
+      first = status;
   }
   // Drive every posted operation round-robin (they may depend on each other across communicators);
   // report the first error, after all have finished.

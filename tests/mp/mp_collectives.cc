@@ -406,6 +406,19 @@ void groups(bagua_comm_t comm) {
   for (int p = 0; p < g_size; ++p) MP_CHECK(first_code_mismatch(in[p].data(), count, BAGUA_INT32, p, g_rank) == count);
   MP_CHECK(total == g_size);
   MP_CHECK(bagua_group_end() == BAGUA_ERR_INVALID_USAGE);
+  // Receives first: they start in bagua_group_end, after the sends (docs/transport.md, "Sends first"); meanwhile
+  // the open group still holds the communicator.
+  for (int p = 0; p < g_size; ++p) {
+    fill_codes(out[p].data(), count, BAGUA_INT32, g_rank + 32, p);
+    std::fill(in[p].begin(), in[p].end(), -1);
+  }
+  MP_OK(bagua_group_start());
+  for (int p = 0; p < g_size; ++p) MP_OK(bagua_recv(in[p].data(), count, BAGUA_INT32, p, comm, nullptr));
+  MP_CHECK(bagua_comm_destroy(comm) == BAGUA_ERR_INVALID_USAGE);
+  for (int p = 0; p < g_size; ++p) MP_OK(bagua_send(out[p].data(), count, BAGUA_INT32, p, comm, nullptr));
+  MP_OK(bagua_group_end());
+  for (int p = 0; p < g_size; ++p)
+    MP_CHECK(first_code_mismatch(in[p].data(), count, BAGUA_INT32, p + 32, g_rank) == count);
   if (g_rank == 0) std::printf("groups: ok\n");
 }
 
