@@ -214,7 +214,9 @@ BAGUA_API bagua_status_t bagua_send(const void* buf, size_t count, bagua_datatyp
 BAGUA_API bagua_status_t bagua_recv(void* buf, size_t count, bagua_datatype_t dtype, int peer, bagua_comm_t comm,
                                     void* stream);
 /* Operations issued between these progress together and complete in bagua_group_end, which returns the first
- * error; any send/recv pattern inside a group is free of deadlock. Groups nest; they are per thread. */
+ * error; any send/recv pattern inside a group is free of deadlock. Blocking receives into host memory start in
+ * bagua_group_end after the group's other calls (or at a bagua_test/bagua_wait inside the group). Groups nest;
+ * they are per thread. */
 BAGUA_API bagua_status_t bagua_group_start(void);
 BAGUA_API bagua_status_t bagua_group_end(void);
 

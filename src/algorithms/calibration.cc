@@ -38,9 +38,9 @@ std::vector<SharedCopyTimes> time_alltoall_copies(Comm& comm) {
   // two in a row, averaged: where ranks share cores a rank's calls alternate short and long (one that finished early
   // waits in the next call), 270-310 against 870-1170 us for shm on 4 ranks of 2 cores, so the fastest single call
   // made shm look twice as fast as it is. The fastest pair, since a busy machine only ever adds time.
-  // Calls of small blocks take microseconds, where one late wake-up weighs most: more of them.
+  // Calls of 64 KiB blocks take microseconds, where one late wake-up weighs most: more of them.
   constexpr int kUntimed = 2;
-  const auto timed_calls = [](size_t block) { return block <= (256 << 10) ? 16 : 6; };
+  const auto timed_calls = [](size_t block) { return block <= (64 << 10) ? 16 : 6; };
   const char* const algorithms[2] = {"shm", "direct"};
   int calls = 1;
   for (size_t block : blocks) calls += 2 * (kUntimed + timed_calls(block));

@@ -20,9 +20,11 @@ namespace {
 struct GroupState {
   int depth = 0;
   std::vector<std::unique_ptr<bagua_request>> posted;
-  // Host receives: started in bagua_group_end, after the group's other calls (sends first, as schedules post their
-  // rounds: docs/transport.md, "Sends first"). Not started yet, so freed with the group if it never ends.
+  // Blocking host receives: started in bagua_group_end after the group's other calls (sends first, as schedules
+  // post their rounds: docs/transport.md, "Sends first"), or earlier by a bagua_test or bagua_wait inside the group
+  // (whose request may need them). Not started yet, so freed with the group if it never ends.
   std::vector<std::unique_ptr<bagua_request>> receives;
+  bagua_status_t receive_failure = BAGUA_SUCCESS;  // the first receive that could not start, for bagua_group_end
   // Device operations wait for bagua_group_end, which enqueues them together (submit_device_group).
   std::vector<std::unique_ptr<DeviceOperation>> device;
   // A thread that ends (or exits the process) inside a group: its posted operations are running on their
@@ -32,6 +34,21 @@ struct GroupState {
   }
 };
 thread_local GroupState t_group;
+
+void start_group_receives(const char* api) {
+  for (auto& request : t_group.receives) {
+    bagua_comm* comm = request->comm;
+    bagua_status_t status = guarded(comm, api, [&] {
+      t_group.posted.reserve(t_group.posted.size() + 1);  // once started, it must reach the list
+      comm->impl->start(*request->op);
+    });
+    if (status == BAGUA_SUCCESS)
+      t_group.posted.push_back(std::move(request));
+    else if (t_group.receive_failure == BAGUA_SUCCESS)
+      t_group.receive_failure = status;
+  }
+  t_group.receives.clear();
+}
 
 }  // namespace
 
@@ -332,17 +349,9 @@ bagua_status_t bagua_group_end(void) {
       if (first == BAGUA_SUCCESS) first = status;
     }
   }
-  std::vector<std::unique_ptr<bagua_request>> receives = std::move(t_group.receives);
-  t_group.receives.clear();
-  for (auto& request : receives) {
-    bagua_comm* comm = request->comm;
-    t_group.posted.reserve(t_group.posted.size() + 1);  // once started, it must reach the list
-    bagua_status_t status = guarded(comm, "bagua_group_end", [&] { comm->impl->start(*request->op); });
-    if (status == BAGUA_SUCCESS)
-      t_group.posted.push_back(std::move(request));
-    else if (first == BAGUA_SUCCESS)
-      first = status;
-  }
+  start_group_receives("bagua_group_end");
+  if (first == BAGUA_SUCCESS) first = t_group.receive_failure;
+  t_group.receive_failure = BAGUA_SUCCESS;
   // Drive every posted operation round-robin (they may depend on each other across communicators);
   // report the first error, after all have finished.
   std::vector<std::unique_ptr<bagua_request>> posted = std::move(t_group.posted);
@@ -384,6 +393,7 @@ bagua_status_t bagua_test(bagua_request_t req, int* done) {
     delete req;
     return status;
   }
+  start_group_receives("bagua_test");
   bool finished = true;
   bagua_status_t status = guarded(comm, "bagua_test", [&]() -> bagua_status_t {
     finished = comm->impl->test(*req->op);
@@ -409,6 +419,7 @@ bagua_status_t bagua_wait(bagua_request_t req) {
     delete req;
     return status;
   }
+  start_group_receives("bagua_wait");
   bagua_status_t status = guarded(comm, "bagua_wait", [&] { comm->impl->wait(*req->op); });
   comm->impl->forget(*req->op);
   delete req;

@@ -419,6 +419,17 @@ void groups(bagua_comm_t comm) {
   MP_OK(bagua_group_end());
   for (int p = 0; p < g_size; ++p)
     MP_CHECK(first_code_mismatch(in[p].data(), count, BAGUA_INT32, p + 32, g_rank) == count);
+  // A wait inside the group starts the receives first: the peer's send (single copy or rendezvous at this size)
+  // completes only once this rank's receive is posted.
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  std::fill(in[prev].begin(), in[prev].end(), -1);
+  bagua_request_t sent = nullptr;
+  MP_OK(bagua_group_start());
+  MP_OK(bagua_recv(in[prev].data(), count, BAGUA_INT32, prev, comm, nullptr));
+  MP_OK(bagua_isend(out[next].data(), count, BAGUA_INT32, next, comm, &sent));
+  MP_OK(bagua_wait(sent));
+  MP_OK(bagua_group_end());
+  MP_CHECK(first_code_mismatch(in[prev].data(), count, BAGUA_INT32, prev + 32, g_rank) == count);
   if (g_rank == 0) std::printf("groups: ok\n");
 }
 

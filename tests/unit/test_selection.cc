@@ -146,7 +146,7 @@ TEST_CASE("where ranks share cores, a measured factor near 1 keeps shm for small
 TEST_CASE("measured at a small and a large block size, the factor runs between them", "[selection]") {
   // Oracle: the 2-core VM of 2026-12-05, 2 ranks, init measured shm against single-copy reads at 0.48-0.83x with
   // 64 KiB blocks and 1.14-1.50x with 2 MiB blocks; in steady state (-n 100, us) shm / pairwise / direct took
-  // 4.1 / 8.9 / 7.8 at 128 KiB in all, 11.8 / 16.9 / 18.6 at 256 KiB, 208 / 165 / 151 at 4 MiB.
+  // 4.1 / 8.9 / 7.8 at 64 KiB in all, 11.8 / 16.9 / 18.6 at 256 KiB, 208 / 165 / 151 at 4 MiB.
   const HostLayout one_host = {{0, 1}};
   const CostModel::SharedCopyFactor curve =
       shared_copy_curve({{2 << 20, 267.4, 178.3}, {64 << 10, 7.8, 16.5}});  // the order init measures them in
