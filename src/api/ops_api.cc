@@ -386,6 +386,7 @@ bagua_status_t bagua_test(bagua_request_t req, int* done) {
     return guarded(nullptr, "bagua_test",
                    [&] { fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is NULL", req ? "done" : "req"); });
   bagua_comm* comm = req->comm;
+  start_group_receives("bagua_test");
   if (req->device) {
     *done = device_request_done(req) ? 1 : 0;
     if (!*done) return BAGUA_IN_PROGRESS;
@@ -393,7 +394,6 @@ bagua_status_t bagua_test(bagua_request_t req, int* done) {
     delete req;
     return status;
   }
-  start_group_receives("bagua_test");
   bool finished = true;
   bagua_status_t status = guarded(comm, "bagua_test", [&]() -> bagua_status_t {
     finished = comm->impl->test(*req->op);
@@ -410,6 +410,7 @@ bagua_status_t bagua_test(bagua_request_t req, int* done) {
 bagua_status_t bagua_wait(bagua_request_t req) {
   if (req == nullptr) return guarded(nullptr, "bagua_wait", [] { fail(BAGUA_ERR_INVALID_ARGUMENT, "req is NULL"); });
   bagua_comm* comm = req->comm;
+  start_group_receives("bagua_wait");
   if (req->device) {
     // The proxy ends the operation once the caller's stream reaches it plus at most the watchdog's timeout, and at
     // once on failure or abort; the copy of a staged output back takes at most the timeout.
@@ -419,7 +420,6 @@ bagua_status_t bagua_wait(bagua_request_t req) {
     delete req;
     return status;
   }
-  start_group_receives("bagua_wait");
   bagua_status_t status = guarded(comm, "bagua_wait", [&] { comm->impl->wait(*req->op); });
   comm->impl->forget(*req->op);
   delete req;
