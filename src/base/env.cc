@@ -91,6 +91,7 @@ constexpr EnvSetting kSettings[] = {
     {"UCX_MM_ERROR_HANDLING", "bagua sets y unless set", "UCX"},
     {"UCX_KEEPALIVE_INTERVAL", "bagua sets timeout/3 unless set", "UCX"},
     {"UCX_TCP_CONN_NB", "bagua sets y (non-blocking TCP connect) unless set", "UCX"},
+    {"UCX_TCP_SNDBUF", "bagua sets 128K (bounds the egress queue a rendezvous reply waits in) unless set", "UCX"},
     {"UCX_RNDV_SEND_NBR_THRESH", "bagua sets 2 MiB (eager pieces) unless set", "UCX"},
     {"HWLOC_LIBXML_IMPORT", "0: hwloc's built-in XML parser only (bagua reads it for its error message)", "hwloc"},
     {"HWLOC_LIBXML", "older name of HWLOC_LIBXML_IMPORT", "hwloc"},

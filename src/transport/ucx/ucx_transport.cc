@@ -74,6 +74,10 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   // packets (a cut link) that blocks for the kernel's SYN retries, about 127 s, past every deadline.
   // (ucp_config_modify takes the TCP transport's field without its prefix; "TCP_CONN_NB" matched nothing.)
   default_ucx_setting(config, "CONN_NB", "y", "UCX_TCP_CONN_NB");
+  // A TCP flow parks up to its send buffer in the sender's egress queue, and a rendezvous reply to a peer waits
+  // behind it: with the kernel's autotuned buffers (MBs) each round of a ring between hosts lost 1-2 ms at 1 Gbit/s
+  // (docs/transport.md, "TCP send buffers"). 128K, which the kernel doubles, bounds the wait to about 2 ms there.
+  default_ucx_setting(config, "SNDBUF", "128K", "UCX_TCP_SNDBUF");
   // The eager limit of SendMode::kEager sends (UCX applies it while RNDV_THRESH is auto).
   default_ucx_setting(config, "RNDV_SEND_NBR_THRESH", std::to_string(kEagerMostBytes));
 
