@@ -199,6 +199,26 @@ void nonblocking_exchange(bagua_comm_t comm) {
   if (g_rank == 0) std::printf("irecv, isend, wait on device memory: ok\n");
 }
 
+// One group of a blocking receive into host memory, a send request from device memory and a wait on it: the host
+// receive is deferred to the group's end, so the wait must start it first or the neighbours wait on each other.
+void group_host_recv_device_isend(bagua_comm_t comm) {
+  const size_t count = 30000;
+  DevBuf out(count);
+  std::vector<int64_t> in(count, -1);
+  for (size_t i = 0; i < count; ++i) out.host[i] = g_rank * 100000 + static_cast<int64_t>(i);
+  out.upload(nullptr);
+  sync(nullptr);
+  int left = (g_rank + g_size - 1) % g_size, right = (g_rank + 1) % g_size;
+  bagua_request_t send_req = nullptr;
+  MP_OK(bagua_group_start());
+  MP_OK(bagua_recv(in.data(), count, BAGUA_INT64, left, comm, nullptr));
+  MP_OK(bagua_isend(out.dev, count, BAGUA_INT64, right, comm, &send_req));
+  MP_OK(bagua_wait(send_req));
+  MP_OK(bagua_group_end());
+  for (size_t i = 0; i < count; ++i) MP_CHECK(in[i] == left * 100000 + static_cast<int64_t>(i));
+  if (g_rank == 0) std::printf("host recv, device isend and its wait in one group: ok\n");
+}
+
 // One group holding allreduces of two communicators on one stream, listed in opposite orders on even and odd
 // ranks: no rank's gate may hold the other communicator's call.
 void group_two_comms(bagua_comm_t comm, void* stream) {
@@ -280,6 +300,7 @@ int semantics(bagua_comm_t comm) {
   legacy_stream_and_requests(comm);
   group_send_recv(comm, stream);
   nonblocking_exchange(comm);
+  group_host_recv_device_isend(comm);
   group_two_comms(comm, stream);
   reallocated(comm, stream);
   bad_arguments(comm, stream);
