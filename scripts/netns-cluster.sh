@@ -4,7 +4,7 @@
 # shared memory within a host, TCP between hosts.
 #
 #   scripts/netns-cluster.sh up   --hosts H [--rate 1gbit] [--delay 1ms]
-#   scripts/netns-cluster.sh run  --hosts H --ranks-per-host R [--rate 1gbit] [--delay 1ms] [--show-lanes] -- prog args...
+#   scripts/netns-cluster.sh run  --hosts H --ranks-per-host R [--rate 1gbit] [--delay 1ms] [--show-lanes] [--bind] -- prog args...
 #   scripts/netns-cluster.sh run  --layout 3,1 [--interleave] ... -- prog args...   (uneven hosts; ranks dealt
 #                                 round-robin over hosts with --interleave instead of host by host)
 #   scripts/netns-cluster.sh down
@@ -12,7 +12,8 @@
 # `run` brings a cluster up for the job and takes it down afterwards (unless one is already up). Ranks get
 # BAGUA_RANK, BAGUA_WORLD_SIZE, BAGUA_LOCAL_RANK, BAGUA_LOCAL_SIZE, BAGUA_SECRET and BAGUA_ROOT_FILE; rank 0
 # (in host 0) serves the rendezvous on a port it binds (port 0) and writes into that file. Exit 77 where
-# namespaces or tc are not available. Names carry the PID of `up`; a trap removes everything.
+# namespaces or tc are not available. Names carry the PID of `up`; a trap removes everything. --bind pins rank r
+# to the machine's (r mod cores)-th core (the quantized sweep uses it; docs/testbed.md).
 set -uo pipefail
 
 STATE_DIR=${BAGUA_NETNS_STATE:-/run/bagua-netns}
@@ -129,8 +130,8 @@ PY
 }
 
 cluster_run() {
-  local layout=$1 interleave=$2 lanes=$3
-  shift 3
+  local layout=$1 interleave=$2 lanes=$3 bind=$4
+  shift 4
   local prefix world dir
   prefix=$(cat "$STATE_DIR/prefix")
   world=$(( ${layout//,/+} ))
@@ -144,20 +145,27 @@ cluster_run() {
   local host_of
   host_of=$(assign_ranks "$layout" "$interleave" | awk '{for (i = 1; i <= NF; i++) print $i, NR - 1}' | sort -n | awk '{print $2}' | paste -sd' ')
   extra_env+=("BAGUA_TESTBED_HOSTS=$host_of")
+  # --bind: rank r runs on the machine's (r mod cores)-th allowed core, as if each emulated host had cores of its
+  # own: a rank that moves between cores sends through another core's veth backlog, and the peer sees reordering.
+  local cpus=""
+  [ "$bind" = 1 ] && cpus=$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')
   local pids=() h=0
   while read -r ranks; do
     local ns="${prefix}h$h"
     # One IPC/PID/UTS namespace per host; all of the host's ranks live in it.
     ip netns exec "$ns" unshare --ipc --pid --uts --fork bash -c '
       hostname "$0"
-      ranks=($1); world=$2; shift 2
+      ranks=($1); world=$2
       local_size=${#ranks[@]}
+      cpus=($3); shift 3
       for l in "${!ranks[@]}"; do
-        BAGUA_RANK=${ranks[$l]} BAGUA_LOCAL_RANK=$l BAGUA_LOCAL_SIZE=$local_size BAGUA_WORLD_SIZE=$world "$@" &
+        pin=()
+        [ ${#cpus[@]} -gt 0 ] && pin=(taskset -c "${cpus[$((ranks[$l] % ${#cpus[@]}))]}")
+        BAGUA_RANK=${ranks[$l]} BAGUA_LOCAL_RANK=$l BAGUA_LOCAL_SIZE=$local_size BAGUA_WORLD_SIZE=$world "${pin[@]}" "$@" &
       done
       status=0
       for job in $(jobs -p); do wait $job || status=$?; done
-      exit $status' "netns-host$h" "$ranks" "$world" \
+      exit $status' "netns-host$h" "$ranks" "$world" "$cpus" \
       env BAGUA_SECRET="$secret" BAGUA_ROOT_FILE="$dir/root" "${extra_env[@]}" "$@" &
     pids+=($!)
     h=$((h + 1))
@@ -172,7 +180,7 @@ cluster_run() {
 cmd=${1:-}
 [ -n "$cmd" ] || usage
 shift
-hosts=0 rph=1 rate="" delay="" lanes=0 layout="" interleave=0
+hosts=0 rph=1 rate="" delay="" lanes=0 layout="" interleave=0 bind=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) hosts=$2; shift 2 ;;
@@ -180,6 +188,7 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
     --show-lanes) lanes=1; shift ;;
+    --bind) bind=1; shift ;;
     --layout) layout=$2; shift 2 ;;
     --interleave) interleave=1; shift ;;
     --) shift; break ;;
@@ -216,7 +225,7 @@ case "$cmd" in
     elif [ "$(cat "$STATE_DIR/hosts")" -lt "$hosts" ]; then
       echo "netns-cluster: the cluster that is up has fewer than $hosts hosts"; exit 1
     fi
-    cluster_run "$layout" "$interleave" "$lanes" "$@"
+    cluster_run "$layout" "$interleave" "$lanes" "$bind" "$@"
     status=$?
     [ $owned = 1 ] && cluster_down && trap - EXIT
     exit $status ;;
