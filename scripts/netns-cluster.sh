@@ -13,7 +13,7 @@
 # BAGUA_RANK, BAGUA_WORLD_SIZE, BAGUA_LOCAL_RANK, BAGUA_LOCAL_SIZE, BAGUA_SECRET and BAGUA_ROOT_FILE; rank 0
 # (in host 0) serves the rendezvous on a port it binds (port 0) and writes into that file. Exit 77 where
 # namespaces or tc are not available. Names carry the PID of `up`; a trap removes everything. --bind pins rank r
-# to the machine's (r mod cores)-th core (the quantized sweep uses it; docs/testbed.md).
+# to the machine's (r mod cores)-th core (off by default; docs/testbed.md).
 set -uo pipefail
 
 STATE_DIR=${BAGUA_NETNS_STATE:-/run/bagua-netns}
@@ -148,6 +148,7 @@ cluster_run() {
   # --bind: rank r runs on the machine's (r mod cores)-th allowed core, as if each emulated host had cores of its
   # own: a rank that moves between cores sends through another core's veth backlog, and the peer sees reordering.
   local cpus=""
+  if [ "$bind" = 1 ] && ! command -v taskset >/dev/null; then echo "netns-cluster: --bind needs taskset"; return 77; fi
   [ "$bind" = 1 ] && cpus=$(python3 -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')
   local pids=() h=0
   while read -r ranks; do

@@ -2,7 +2,7 @@
 # Quantized allreduce against full precision on the test bed (scripts/netns-cluster.sh): 4 hosts x 1 rank
 # and 2 hosts x 2 ranks, at 1 and 10 Gbit/s, 4/16/64 MiB. One table: time (median of the slowest rank),
 # speed-up over full precision, per-rank compute time (compress + decompress + owner step).
-#   perf/netns/quantized_sweep.sh [build-dir]      (ITERS=3 RATES="1gbit 10gbit" LAYOUTS="4x1 2x2" NETNS_FLAGS=--bind)
+#   perf/netns/quantized_sweep.sh [build-dir]      (ITERS=3 RATES="1gbit 10gbit" LAYOUTS="4x1 2x2"; NETNS_FLAGS=--bind pins ranks)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}

@@ -26,7 +26,7 @@ void default_ucx_setting(ucp_config_t* config, const char* name, const std::stri
   std::string variable = env_name ? env_name : std::string("UCX_") + name;
   if (env_get(variable.c_str()) != nullptr) return;
   ucs_status_t status = ucp_config_modify(config, name, value.c_str());
-  if (status != UCS_OK) BAGUA_WARN("could not set UCX_{}={}: {}", name, value, ucs_status_string(status));
+  if (status != UCS_OK) BAGUA_WARN("could not set {}={}: {}", variable, value, ucs_status_string(status));
 }
 
 bool shared_memory_allowed() {
@@ -76,7 +76,7 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   default_ucx_setting(config, "CONN_NB", "y", "UCX_TCP_CONN_NB");
   // A TCP flow parks up to its send buffer in the sender's egress queue, and a rendezvous reply to a peer waits
   // behind it: with the kernel's autotuned buffers (MBs) each round of a ring between hosts lost 1-2 ms at 1 Gbit/s
-  // (docs/transport.md, "TCP send buffers"). 128K, which the kernel doubles, bounds the wait to about 2 ms there.
+  // (docs/transport.md, "TCP send buffers"). 128K, which the kernel doubles, keeps that queue under 2 ms there.
   default_ucx_setting(config, "SNDBUF", "128K", "UCX_TCP_SNDBUF");
   // The eager limit of SendMode::kEager sends (UCX applies it while RNDV_THRESH is auto).
   default_ucx_setting(config, "RNDV_SEND_NBR_THRESH", std::to_string(kEagerMostBytes));
