@@ -141,10 +141,10 @@ cluster_run() {
   # UCX must not pick loopback for peers in other namespaces.
   local extra_env=("UCX_NET_DEVICES=${UCX_NET_DEVICES:-eth0}")
   if [ "$lanes" = 1 ]; then extra_env+=(BAGUA_LOG_LEVEL=debug "BAGUA_LOG_FILE=$dir/bagua.%h.%p.log"); fi
-  # For tests: the host index of every rank, in rank order.
+  # For tests and tools: the host index of every rank, in rank order, and the subnet (host h is $SUBNET.<h+1>).
   local host_of
   host_of=$(assign_ranks "$layout" "$interleave" | awk '{for (i = 1; i <= NF; i++) print $i, NR - 1}' | sort -n | awk '{print $2}' | paste -sd' ')
-  extra_env+=("BAGUA_TESTBED_HOSTS=$host_of")
+  extra_env+=("BAGUA_TESTBED_HOSTS=$host_of" "BAGUA_TESTBED_SUBNET=$SUBNET")
   # --bind: rank r runs on the machine's (r mod cores)-th allowed core, as if each emulated host had cores of its
   # own: a rank that moves between cores sends through another core's veth backlog, and the peer sees reordering.
   local cpus=""

@@ -6,7 +6,8 @@ shaper's burst), and rank 0 prints the mean time per round.
     scripts/netns-cluster.sh run --hosts 4 --ranks-per-host 1 --rate 1gbit -- \
         python3 perf/netns/tcp_ring.py [sizes in bytes, default 262144 1048576 4194304] [--iters 20]
 
-Ranks find each other by the test bed's addresses (host h is 10.99.0.<h+1>, from BAGUA_TESTBED_HOSTS).
+Ranks find each other by the test bed's addresses: host h is <BAGUA_TESTBED_SUBNET>.<h+1>, and
+BAGUA_TESTBED_HOSTS names each rank's host (netns-cluster.sh sets both).
 """
 import os
 import socket
@@ -16,7 +17,7 @@ import time
 
 
 def address(rank, host_of):
-    return f"10.99.0.{host_of[rank] + 1}", 17000 + rank
+    return f"{os.environ['BAGUA_TESTBED_SUBNET']}.{host_of[rank] + 1}", 17000 + rank
 
 
 def connect(peer, deadline):
@@ -46,10 +47,19 @@ def main():
     listener.settimeout(30)
     deadline = time.monotonic() + 30
     accepted = {}
-    acceptor = threading.Thread(target=lambda: accepted.update(sock=listener.accept()[0]))
+
+    def accept():
+        try:
+            accepted["sock"] = listener.accept()[0]
+        except OSError:
+            pass
+
+    acceptor = threading.Thread(target=accept)
     acceptor.start()
     to_next = connect(address((rank + 1) % n, host_of), deadline)
     acceptor.join()
+    if "sock" not in accepted:
+        sys.exit(f"tcp_ring: rank {rank}: rank {(rank - 1) % n} did not connect within 30 s")
     from_prev = accepted["sock"]
     for s in (to_next, from_prev):
         s.settimeout(30)
@@ -87,6 +97,7 @@ def main():
         mean = (time.perf_counter() - start) * 1e3 / iters
         if rank == 0:
             print(f"{size:>10} bytes  {mean:8.2f} ms per round (mean of {iters} back to back)")
+
 
 if __name__ == "__main__":
     main()
