@@ -21,6 +21,14 @@ BAGUA_HD inline float feedback_residual(float x) { return x - x == 0.0f ? x : 0.
 // keep either sign when both occur, and the grid does not depend on it.
 BAGUA_HD inline float unsigned_zero(float x) { return x == 0.0f ? 0.0f : x; }
 
+// BAGUA's uint8 code of rint(x * scale) on the grid [lower, lower + 255]: clamped into [0, 255] before the
+// conversion (a float outside the type's range converts differently on x86 and NVIDIA, and is undefined in C++:
+// upper - lower reaches 256 once max * scale passes 2^24, e.g. for a constant tensor), and NaN gives 0.
+BAGUA_HD inline uint8_t u8_code(float scaled, float lower) {
+  float q = scaled - lower;
+  return static_cast<uint8_t>(q >= 0.0f ? (q <= 255.0f ? q : 255.0f) : 0.0f);
+}
+
 BAGUA_HD inline uint64_t splitmix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;

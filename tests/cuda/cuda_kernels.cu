@@ -1,7 +1,9 @@
 // CUDA kernels against the CPU reference, bit for bit: reductions for every datatype and op (random bit
-// patterns, so NaN, Inf and subnormals too), averages, the one-pass reduction of many spans, min-max codes with nearest
-// and stochastic rounding (same key), decompress-accumulate, the quantized allreduce's wire formats, the averaging
-// correction, the gossip difference and the copy kernel. Exits 77 (skipped) without a CUDA device.
+// patterns, so NaN, Inf and subnormals too), averages (by rank counts that overflow int8/uint8 too), the one-pass
+// reduction of many spans, min-max codes with nearest and stochastic rounding (same key), decompress-accumulate, a
+// header with only its max NaN, the quantized allreduce's wire formats, BAGUA's MinMaxUInt8 (constant, signed-zero
+// and NaN inputs), the averaging correction, the gossip difference and the copy kernel. Exits 77 (skipped) without
+// a CUDA device.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -63,11 +65,15 @@ void reductions() {
       cuda::synchronize(nullptr);
       EXPECT(to_host(dd, bytes) == want, "reduction %s %s differs from the CPU", datatype_name(dtype), redop_name(op));
     }
-    std::vector<uint8_t> want = a;
-    divide_by_with(CpuKernels::kScalar, want.data(), count, dtype, 3);
-    cuda::divide_by(da, count, dtype, 3, nullptr);
-    cuda::synchronize(nullptr);
-    EXPECT(to_host(da, bytes) == want, "average %s differs from the CPU", datatype_name(dtype));
+    // Rank counts that do not fit a narrow integer type (128 and 256 for int8 and uint8) as well as 3.
+    for (int divisor : {3, 200, 256}) {
+      std::vector<uint8_t> want = a;
+      divide_by_with(CpuKernels::kScalar, want.data(), count, dtype, divisor);
+      cudaMemcpy(da, a.data(), bytes, cudaMemcpyHostToDevice);
+      cuda::divide_by(da, count, dtype, divisor, nullptr);
+      cuda::synchronize(nullptr);
+      EXPECT(to_host(da, bytes) == want, "average %s by %d differs from the CPU", datatype_name(dtype), divisor);
+    }
     cudaFree(da);
     cudaFree(db);
     cudaFree(dd);
@@ -392,16 +398,36 @@ void other_kernels() {
       cuda::synchronize(nullptr);
       EXPECT(to_host(dh, n) == want, "cast to %s differs", datatype_name(t));
     }
+    // BAGUA's MinMaxUInt8: random values; a constant tensor (its grid is 256 wide in fp32, so the top code must be
+    // clamped before the conversion); a minimum of zero met as -0 by the CPU first and +0 by the first GPU thread;
+    // a NaN element (code 0).
+    std::vector<float> constant(n, 1.0f), zeros = x, with_nan = x;
+    for (auto& v : zeros) v = std::fabs(v) + 1.0f;
+    zeros[1] = -0.0f;
+    zeros[256] = 0.0f;
+    with_nan[77] = NAN;
+    const std::pair<const char*, const std::vector<float>*> inputs[] = {
+        {"random", &x}, {"constant", &constant}, {"signed zeros", &zeros}, {"NaN", &with_nan}};
     size_t ubytes = bagua_u8_compressed_bytes(n);
-    std::vector<uint8_t> want(ubytes);
-    bagua_u8_compress(x.data(), n, want.data());
-    uint8_t* dq = to_device(std::vector<uint8_t>(ubytes, 0xAB));
-    cuda::bagua_u8_compress(dx, n, dq, nullptr);
-    cuda::synchronize(nullptr);
-    EXPECT(to_host(dq, ubytes) == want, "MinMaxUInt8 bytes differ");
+    for (const auto& [name, input] : inputs) {
+      std::vector<uint8_t> want(ubytes);
+      bagua_u8_compress(input->data(), n, want.data());
+      float* din = to_device(*input);
+      uint8_t* dq = to_device(std::vector<uint8_t>(ubytes, 0xAB));
+      cuda::bagua_u8_compress(din, n, dq, nullptr);
+      cuda::synchronize(nullptr);
+      EXPECT(to_host(dq, ubytes) == want, "MinMaxUInt8 bytes differ (%s input)", name);
+      std::vector<float> dec(n);
+      bagua_u8_decompress(want.data(), n, dec.data());
+      cuda::bagua_u8_decompress(dq, n, din, nullptr);
+      cuda::synchronize(nullptr);
+      std::vector<float> got = to_host(din, n);
+      EXPECT(std::memcmp(got.data(), dec.data(), n * 4) == 0, "MinMaxUInt8 decompress differs (%s input)", name);
+      cudaFree(din);
+      cudaFree(dq);
+    }
     cudaFree(dx);
     cudaFree(dh);
-    cudaFree(dq);
   }
 }
 
@@ -458,6 +484,40 @@ void wire_formats() {
       cudaFree(dq);
       cudaFree(dacc);
     }
+  }
+}
+
+// A min-max chunk whose header has a finite min and a NaN max (not what the compressor writes, which makes both NaN,
+// but what a corrupted or foreign buffer may hold): every element of that chunk decodes to NaN on both sides.
+void half_poisoned_header() {
+  const size_t n = 3000;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 97) - 40.0f;
+  for (int bits : {1, 2, 4, 8}) {
+    const CompressionSpec spec{BAGUA_COMPRESS_MINMAX, {bits, 1024}};
+    const size_t bytes = compressed_bytes(spec, n);
+    std::vector<uint8_t> q(bytes);
+    compress_floats(spec, x.data(), n, nullptr, RoundingKey{}, q.data());
+    const uint32_t nan_bits = 0x7fc00000u;
+    std::memcpy(q.data() + 4, &nan_bits, 4);  // the first chunk's max
+    std::vector<float> dec(n), acc(n, 0.5f);
+    decompress_floats(spec, q.data(), n, dec.data());
+    decompress_accumulate_floats(spec, q.data(), n, acc.data());
+    uint8_t* dq = to_device(q);
+    float* dout = to_device(std::vector<float>(n));
+    float* dacc = to_device(std::vector<float>(n, 0.5f));
+    cuda::decompress_floats(spec, dq, n, dout, false, nullptr);
+    cuda::decompress_floats(spec, dq, n, dacc, true, nullptr);
+    cuda::synchronize(nullptr);
+    std::vector<float> got = to_host(dout, n), got_acc = to_host(dacc, n);
+    EXPECT(std::isnan(dec[0]) && std::isnan(dec[1023]) && !std::isnan(dec[1024]),
+           "CPU: a NaN max must poison exactly its chunk (bits %d)", bits);
+    EXPECT(std::memcmp(got.data(), dec.data(), n * 4) == 0, "half-poisoned header: decompress differs (bits %d)", bits);
+    EXPECT(std::memcmp(got_acc.data(), acc.data(), n * 4) == 0,
+           "half-poisoned header: decompress-accumulate differs (bits %d)", bits);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(dacc);
   }
 }
 
@@ -537,6 +597,7 @@ int main() {
   quantization();
   other_kernels();
   wire_formats();
+  half_poisoned_header();
   averaging();
   gossip();
   std::printf("%s\n", g_failures ? "CUDA kernels: FAILED" : "CUDA kernels match the CPU bit for bit");

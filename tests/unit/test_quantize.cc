@@ -325,6 +325,38 @@ TEST_CASE("BAGUA MinMaxUInt8 layout and its bound while max|x|*scale < 2^22", "[
   for (size_t i = 0; i < x.size(); ++i) REQUIRE(std::fabs(x[i] - y[i]) <= step / 2 + 2 * ulp(amax) + 1e-6);
 }
 
+TEST_CASE("BAGUA MinMaxUInt8 edge inputs: constant, signed zeros, NaN", "[quantize]") {
+  // Oracle: docs/formats.md. A constant tensor has scale = 255 / 1e-7, where fp32 spaces values 256 apart, so
+  // upper - lower is 256: every code is clamped to 255 (not converted from 256.0f, which C++ leaves undefined and
+  // x86 turned into 0), and decodes to the constant. The header holds +0 for a zero min or max, whichever zero the
+  // search met first (CUDA's search order differs). A NaN element gets code 0.
+  const size_t n = 1000;
+  std::vector<uint8_t> q(bagua_u8_compressed_bytes(n));
+  std::vector<float> y(n);
+  std::vector<float> constant(n, 1.0f);
+  bagua_u8_compress(constant.data(), n, q.data());
+  for (size_t i = 0; i < n; ++i) REQUIRE(q[32 + i] == 255);
+  bagua_u8_decompress(q.data(), n, y.data());
+  for (size_t i = 0; i < n; ++i) REQUIRE(y[i] == 1.0f);
+
+  std::vector<float> zeros(n);
+  for (size_t i = 0; i < n; ++i) zeros[i] = 1.0f + static_cast<float>(i % 7);
+  zeros[1] = -0.0f;
+  zeros[256] = 0.0f;
+  bagua_u8_compress(zeros.data(), n, q.data());
+  uint32_t min_bits;
+  std::memcpy(&min_bits, q.data(), 4);
+  CHECK(min_bits == 0u);  // +0, not -0
+  CHECK(q[32 + 1] == 0);
+  CHECK(q[32 + 256] == 0);
+
+  std::vector<float> with_nan = zeros;
+  with_nan[77] = std::numeric_limits<float>::quiet_NaN();
+  bagua_u8_compress(with_nan.data(), n, q.data());
+  CHECK(q[32 + 77] == 0);
+  CHECK(q[32 + 6] == 255);  // 7.0, the max
+}
+
 TEST_CASE("sign compression: scale is the chunk RMS, sign(0) = +1, error feedback telescopes", "[quantize]") {
   const size_t chunk = 256, n = 600;
   std::vector<float> x = random_vector(n, 1.0f, 51);

@@ -89,6 +89,33 @@ TEST_CASE("average divides once, truncating integers toward zero", "[reduce]") {
   CHECK(d == 1.0 / 3.0);
 }
 
+TEST_CASE("average by a rank count that a narrow integer type cannot hold", "[reduce]") {
+  // Oracle: truncating division in 64 bits. The divisor (the communicator's size) is not cast to the element type:
+  // int8(200) would be -56 and uint8(256) zero (a division fault).
+  for (int divisor : {128, 200, 256}) {
+    std::vector<int8_t> s8 = {-128, -100, 127, 5, -1};
+    std::vector<uint8_t> u8 = {255, 200, 128, 1, 0};
+    std::vector<int8_t> want8;
+    std::vector<uint8_t> wantu8;
+    for (int8_t v : s8) want8.push_back(static_cast<int8_t>(int64_t{v} / divisor));
+    for (uint8_t v : u8) wantu8.push_back(static_cast<uint8_t>(int64_t{v} / divisor));
+    for (CpuKernels k : {CpuKernels::kScalar, CpuKernels::kAvx2, CpuKernels::kAvx512}) {
+      if (!cpu_kernels_available(k)) continue;
+      INFO(cpu_kernels_name(k) << " divisor " << divisor);
+      std::vector<int8_t> a = s8;
+      std::vector<uint8_t> b = u8;
+      divide_by_with(k, a.data(), a.size(), BAGUA_INT8, divisor);
+      divide_by_with(k, b.data(), b.size(), BAGUA_UINT8, divisor);
+      CHECK(a == want8);
+      CHECK(b == wantu8);
+    }
+  }
+  int32_t big[2] = {2000000000, -2000000000};
+  divide_by(big, 2, BAGUA_INT32, 1 << 20);
+  CHECK(big[0] == 2000000000 / (1 << 20));
+  CHECK(big[1] == -2000000000 / (1 << 20));
+}
+
 TEST_CASE("fp16 and bf16 add in fp32 and round once", "[reduce]") {
   // 2048 + 1 is not representable in fp16: the fp32 sum 2049 rounds (ties to even) to 2048.
   uint16_t a = float_to_fp16(2048.0f), b = float_to_fp16(1.0f);

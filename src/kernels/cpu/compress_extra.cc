@@ -52,17 +52,14 @@ void bagua_u8_compress(const float* x, size_t count, uint8_t* out) {
     hi = x[i] > hi ? x[i] : hi;
   }
   std::memset(out, 0, bagua_u8_compressed_bytes(count));
+  lo = unsigned_zero(lo);  // the sign of a zero depends on the order of the search (CUDA's differs)
+  hi = unsigned_zero(hi);
   std::memcpy(out, &lo, 4);
   std::memcpy(out + 4, &hi, 4);
   float scale = 255.0f / (hi - lo + 1e-7f);
-  float upper = std::rint(hi * scale);
-  float lower = upper - 255.0f;
+  float lower = std::rint(hi * scale) - 255.0f;
   uint8_t* codes = out + 32;
-  for (size_t i = 0; i < count; ++i) {
-    float q = std::rint(x[i] * scale);
-    q = (q < upper ? q : upper) - lower;
-    codes[i] = static_cast<uint8_t>(q < 0.0f ? 0.0f : q);  // NaN and values below the range give 0
-  }
+  for (size_t i = 0; i < count; ++i) codes[i] = u8_code(std::rint(x[i] * scale), lower);
 }
 
 void bagua_u8_decompress(const uint8_t* in, size_t count, float* x) {

@@ -190,8 +190,9 @@ __global__ void u8_range_kernel(const float* x, size_t count, uint8_t* out) {
   if (threadIdx.x < 32) out[threadIdx.x] = 0;
   __syncthreads();
   if (threadIdx.x == 0) {
-    memcpy(out, &s_min[0], 4);
-    memcpy(out + 4, &s_max[0], 4);
+    const float lo = unsigned_zero(s_min[0]), hi = unsigned_zero(s_max[0]);  // as the CPU: +0 for either zero
+    memcpy(out, &lo, 4);
+    memcpy(out + 4, &hi, 4);
   }
 }
 
@@ -200,8 +201,7 @@ __global__ void u8_codes_kernel(const float* x, size_t count, uint8_t* out) {
   memcpy(&lo, out, 4);
   memcpy(&hi, out + 4, 4);
   float scale = 255.0f / (hi - lo + 1e-7f);
-  float upper = rintf(hi * scale);
-  float lower = upper - 255.0f;
+  float lower = rintf(hi * scale) - 255.0f;
   size_t padded = (count + 31) / 32 * 32;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < padded;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -209,9 +209,7 @@ __global__ void u8_codes_kernel(const float* x, size_t count, uint8_t* out) {
       out[32 + i] = 0;
       continue;
     }
-    float q = rintf(x[i] * scale);
-    q = (q < upper ? q : upper) - lower;
-    out[32 + i] = static_cast<uint8_t>(q < 0.0f ? 0.0f : q);
+    out[32 + i] = u8_code(rintf(x[i] * scale), lower);
   }
 }
 
