@@ -80,7 +80,9 @@ class Comm {
   // says whether `op` finished; wait() blocks until it does. Both throw the operation's error. An operation
   // that makes no progress for the timeout fails with TIMEOUT, naming what it waits for.
   void start(Operation& op);
-  bool test(Operation& op);
+  // progress = false: only the state and the checks of op, for a caller that tests many operations in one pass
+  // (the device proxy): the pass's first test advanced them all.
+  bool test(Operation& op, bool progress = true);
   void wait(Operation& op);
   // Releases an operation the caller no longer tracks (finished or failed).
   void forget(Operation& op);

@@ -124,13 +124,14 @@ StreamGate& StreamGate::operator=(StreamGate&& other) noexcept {
     release();
     std::swap(owner_, other.owner_);
     std::swap(slot_, other.slot_);
+    std::swap(word_, other.word_);
     std::swap(value_, other.value_);
   }
   return *this;
 }
 
 void StreamGate::release() {
-  if (owner_ != nullptr) owner_->release_slot(slot_, value_);
+  if (owner_ != nullptr) owner_->release_slot(slot_, word_, value_);
   owner_ = nullptr;
 }
 
@@ -232,25 +233,41 @@ void DeviceProxy::check_stream(DeviceStream stream) const {
          "of the device is); bagua device calls cannot be captured (docs/cuda.md)");
   StreamClaim check;
   check.take(runtime_, comm_.id(), comm_.rank(), stream, false);
+  runtime_.load_kernels(runtime_.stream_device(stream));  // before this call parks the stream
 }
 
 StreamSignal DeviceProxy::take_signal() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (free_slots_.empty()) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_slots_.empty()) {
+        StreamSignal signal;
+        signal.slot = free_slots_.back();
+        free_slots_.pop_back();
+        signal.value = ++gate_generation_[signal.slot];
+        signal.word = &gate_pages_[signal.slot / kGateWordsPerPage][signal.slot % kGateWordsPerPage];
+        return signal;
+      }
+    }
+    // A new page, allocated without the lock: the allocation may wait inside the driver (behind a thread whose
+    // pageable copy waits for a parked stream), and nothing that opens a gate may wait for it.
     auto* page = static_cast<uint32_t*>(runtime_.alloc_mapped(kGateWordsPerPage * sizeof(uint32_t)));
     if (page == nullptr) fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate a page of stream gates");
     std::fill(page, page + kGateWordsPerPage, 0u);
-    uint32_t first = static_cast<uint32_t>(gate_generation_.size());
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      gate_pages_.reserve(gate_pages_.size() + 1);
+      gate_generation_.reserve(gate_generation_.size() + kGateWordsPerPage);
+      free_slots_.reserve(free_slots_.size() + kGateWordsPerPage);
+    } catch (...) {
+      runtime_.free_mapped(page);
+      throw;
+    }
+    const uint32_t first = static_cast<uint32_t>(gate_generation_.size());
     gate_pages_.push_back(page);
     gate_generation_.resize(gate_generation_.size() + kGateWordsPerPage, 0);
     for (uint32_t i = kGateWordsPerPage; i-- > 0;) free_slots_.push_back(first + i);
   }
-  StreamSignal signal;
-  signal.slot = free_slots_.back();
-  free_slots_.pop_back();
-  signal.value = ++gate_generation_[signal.slot];
-  signal.word = &gate_pages_[signal.slot / kGateWordsPerPage][signal.slot % kGateWordsPerPage];
-  return signal;
 }
 
 // The stream a handle names: the legacy default stream's handles name one per device (the current one), and the
@@ -291,7 +308,7 @@ std::shared_ptr<StreamGate> DeviceProxy::park(DeviceStream stream) {
   const StreamSignal taken = take_signal();
   const uint32_t slot = taken.slot, value = taken.value;
   volatile uint32_t* word = taken.word;
-  auto gate = std::make_shared<StreamGate>(this, slot, value);  // released (a no-op) if what follows throws
+  auto gate = std::make_shared<StreamGate>(this, slot, word, value);  // released (a no-op) if what follows throws
   g_parked_gates.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(parked_mutex_);
@@ -319,16 +336,18 @@ void DeviceProxy::close_pending(bool force) {
   for (auto& [mapped, device] : closing) runtime_.close_ipc(mapped, device);
 }
 
-void DeviceProxy::release_slot(uint32_t slot, uint32_t value) {
-  g_parked_gates.fetch_sub(1);
+void DeviceProxy::release_slot(uint32_t slot, volatile uint32_t* word, uint32_t value) {
   {
-    // Before the slot can be reused: the monitor stores only into words still listed here.
+    // The word first, under the monitor's lock only (never mutex_, which take_signal may hold while the driver
+    // makes it wait for this very stream); unlisted before the slot can be reused, since the monitor stores only
+    // into words still listed here.
     std::lock_guard<std::mutex> lock(parked_mutex_);
+    __atomic_store_n(word, value, __ATOMIC_RELEASE);
     auto it = std::find_if(parked_.begin(), parked_.end(), [&](const ParkedGate& g) { return g.slot == slot; });
     if (it != parked_.end()) parked_.erase(it);
   }
+  g_parked_gates.fetch_sub(1);
   std::lock_guard<std::mutex> lock(mutex_);
-  __atomic_store_n(&gate_pages_[slot / kGateWordsPerPage][slot % kGateWordsPerPage], value, __ATOMIC_RELEASE);
   try {
     free_slots_.push_back(slot);
   } catch (...) {  // out of memory: the slot is lost, the stream is released all the same
@@ -498,6 +517,9 @@ void DeviceProxy::run() {
         snapshot.clear();
         for (Entry& e : entries_) snapshot.push_back(e.op.get());
       }
+      // One progress of the communicator per pass (the first test's advances every operation): a test each with
+      // its own progress cost O(n^2) per pass, and 1000 calls queued on a stream took minutes to drain.
+      bool progressed_this_pass = false;
       for (DeviceOperation* op : snapshot) {
         bagua_status_t status = BAGUA_SUCCESS;
         std::string error;
@@ -513,7 +535,8 @@ void DeviceProxy::run() {
               comm_.fail_now(e.status(), fmt::format("device proxy thread: {}", e.what()));
             }
           }
-          done = comm_.test(*op);
+          done = comm_.test(*op, !progressed_this_pass);
+          progressed_this_pass = true;
         } catch (const Error& e) {
           done = true;
           status = e.status();

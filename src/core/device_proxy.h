@@ -58,7 +58,8 @@ bool is_per_thread(DeviceStream stream);
 class StreamGate {
  public:
   StreamGate() = default;
-  StreamGate(DeviceProxy* owner, uint32_t slot, uint32_t value) : owner_(owner), slot_(slot), value_(value) {}
+  StreamGate(DeviceProxy* owner, uint32_t slot, volatile uint32_t* word, uint32_t value)
+      : owner_(owner), slot_(slot), word_(word), value_(value) {}
   StreamGate(StreamGate&& other) noexcept { *this = std::move(other); }
   StreamGate& operator=(StreamGate&& other) noexcept;
   ~StreamGate() { release(); }
@@ -67,6 +68,7 @@ class StreamGate {
  private:
   DeviceProxy* owner_ = nullptr;
   uint32_t slot_ = 0;
+  volatile uint32_t* word_ = nullptr;
   uint32_t value_ = 0;
 };
 
@@ -374,7 +376,8 @@ class DeviceProxy {
   DeviceRuntime& runtime() const { return runtime_; }
 
   // Refuses a stream that is being captured, or that another rank of this communicator in this process has work
-  // on (thread ranks need a stream each). No side effect.
+  // on (thread ranks need a stream each). Otherwise its only effect: the device path's kernels loaded into the
+  // stream's device, once.
   void check_stream(DeviceStream stream) const;
   // Room for `bytes` of staging under BAGUA_DEVICE_MEMORY_LIMIT, kept for the lease until fill() gives it a block
   // when its operation starts (so leases are granted in call order, and calls queued on a stream share the pool's
@@ -488,7 +491,9 @@ class DeviceProxy {
   static bool gates_parked_anywhere();
   void finish(Entry& entry, bagua_status_t status, std::string error);
   void give_back(void* ptr, size_t bytes);
-  void release_slot(uint32_t slot, uint32_t value);
+  // Opens the gate (stores value into word) before it takes any lock that a runtime call may hold: a thread
+  // waiting inside the driver for the gated stream must never keep the gate shut.
+  void release_slot(uint32_t slot, volatile uint32_t* word, uint32_t value);
   // IPC mappings the cache let go are closed only while no stream of the process is parked on a gate (closing may
   // wait for the device, as freeing pinned memory does).
   void close_later(void* mapped, int device);

@@ -78,6 +78,10 @@ class DeviceRuntime {
   virtual bool usable() = 0;
   // Called at communicator init: gets ready without starting CUDA in a process that has not (see the CUDA one).
   virtual void prepare() {}
+  // Loads the device path's kernels into `device`'s context unless they are (cheap then). Called by every device
+  // call before it parks a stream: CUDA's lazy loading of a kernel at its first launch may wait for the whole
+  // context, parked streams included.
+  virtual void load_kernels(int /*device*/) {}
   // Where ptr lives and, for device or managed memory, on which device (the pointer's, not the current one). On a
   // thread inside a HostMemoryOnlyThread scope: host, without asking the runtime.
   MemoryType memory_type(const void* ptr, int* device);

@@ -293,8 +293,28 @@ void bad_arguments(bagua_comm_t comm, void* stream) {
   queued_without_sync(comm, stream);
 }
 
+// More calls queued behind a held stream than one page of stream gates holds (1024): the proxy adds a page while
+// the gates of the earlier calls are parked, and every call completes with the right result. (Stand-in only: it
+// can hold the stream.)
+void many_queued(bagua_comm_t comm, void* stream) {
+  StandinControl* standin = standin_control();
+  if (standin == nullptr) return;
+  const int calls = 1300;
+  DevBuf b(16);
+  for (size_t i = 0; i < b.host.size(); ++i) b.host[i] = g_rank * 100 + static_cast<int64_t>(i);
+  b.upload(stream);
+  MP_OK(bagua_barrier(comm, nullptr));
+  standin->run_on_stream(stream, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  for (int k = 0; k < calls; ++k)
+    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_MAX, comm, stream));
+  b.download(stream);
+  sync(stream);
+  for (size_t i = 0; i < b.host.size(); ++i) MP_CHECK(b.host[i] == (g_size - 1) * 100 + static_cast<int64_t>(i));
+}
+
 int semantics(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
+  many_queued(comm, stream);
   returns_before_completion(comm, stream);
   two_comms_two_streams(comm);
   legacy_stream_and_requests(comm);

@@ -35,6 +35,23 @@ void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) cuda_fail(err, what);
 }
 
+// A call whose failure changes nothing here (a destroy, a free, a restore): its error is not left pending, where
+// the next launch check would report it as its own.
+void ignore(cudaError_t err) {
+  if (err != cudaSuccess) cudaGetLastError();
+}
+
+// A driver API function by name, through cudart (no link against libcuda); nullptr where the driver lacks it.
+void* driver_entry(const char* symbol) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess)
+    fn = nullptr;
+  cudaGetLastError();
+  return fn;
+}
+
 // The GPU's nanosecond clock (%globaltimer) into a word of mapped host memory.
 __global__ void write_timestamp_kernel(unsigned long long* word) {
   unsigned long long now;
@@ -52,23 +69,42 @@ class RelaxedCapture {
   cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
 };
 
-// The calling thread's current device set to `device` for the duration of one call, restored after.
+// The calling thread's current device set to `device` for the duration of one call, restored after. A thread that
+// had no context current (a library thread, a thread that never used CUDA) is left with none: restoring its
+// "device 0" would create a context on GPU 0, hundreds of MiB, in every process of a job that sees all GPUs.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
+    if (device < 0) return;
+    using CtxGetCurrent = CUresult (*)(CUcontext*);
+    static const auto get_current = reinterpret_cast<CtxGetCurrent>(driver_entry("cuCtxGetCurrent"));
+    CUcontext current = nullptr;
+    had_context_ = get_current == nullptr || (get_current(&current) == CUDA_SUCCESS && current != nullptr);
     if (cudaGetDevice(&saved_) != cudaSuccess) {
       cudaGetLastError();
       saved_ = -1;
     }
-    if (device >= 0 && device != saved_) check(cudaSetDevice(device), "cudaSetDevice");
+    if (device != saved_ || !had_context_) {
+      check(cudaSetDevice(device), "cudaSetDevice");
+      changed_ = true;
+    }
   }
   ~DeviceGuard() {
+    if (!changed_) return;
+    if (!had_context_) {
+      using CtxSetCurrent = CUresult (*)(CUcontext);
+      static const auto set_current = reinterpret_cast<CtxSetCurrent>(driver_entry("cuCtxSetCurrent"));
+      if (set_current != nullptr) set_current(nullptr);
+      return;
+    }
     int now = -1;
-    if (saved_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != saved_) cudaSetDevice(saved_);
+    if (saved_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != saved_) ignore(cudaSetDevice(saved_));
   }
 
  private:
   int saved_ = -1;
+  bool had_context_ = true;
+  bool changed_ = false;
 };
 
 int device_of_stream(DeviceStream stream) {
@@ -97,7 +133,7 @@ class CudaEvent final : public DeviceEvent {
   CudaEvent(cudaEvent_t event, int device) : event_(event), device_(device) {}
   ~CudaEvent() override {
     RelaxedCapture relaxed;
-    cudaEventDestroy(event_);
+    ignore(cudaEventDestroy(event_));
   }
   bool done() override {
     DeviceGuard on(device_);
@@ -114,15 +150,6 @@ using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int
 using PointerGetAttributes = CUresult (*)(unsigned int, CUpointer_attribute*, void**, CUdeviceptr);
 
 // A driver function by name, through the runtime (libbagua never links libcuda); nullptr when missing.
-void* driver_entry(const char* symbol) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess)
-    fn = nullptr;
-  cudaGetLastError();
-  return fn;
-}
 
 // Whether this process has loaded the CUDA driver (someone initialized CUDA). Until then no pointer can be device
 // memory, and asking cudart would start CUDA: about 120 us without a driver, and after it a forked child can no
@@ -166,6 +193,13 @@ class CudaRuntime final : public DeviceRuntime {
       else
         cudaGetLastError();
     }
+  }
+
+  void load_kernels(int device) override {
+    if (device >= 0 && device < 64 && (loaded_mask_.load(std::memory_order_acquire) >> device & 1)) return;
+    RelaxedCapture relaxed;
+    DeviceGuard on(device);
+    load_kernels_once(device);
   }
 
   MemoryType query_memory_type(const void* ptr, int* device) override {
@@ -274,7 +308,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void destroy_stream(DeviceStream stream) override {
     RelaxedCapture relaxed;
-    cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+    ignore(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
   }
   void* alloc_mapped(size_t bytes) override {
     RelaxedCapture relaxed;
@@ -289,7 +323,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void free_mapped(void* ptr) override {
     RelaxedCapture relaxed;
-    if (ptr) cudaFreeHost(ptr);
+    if (ptr) ignore(cudaFreeHost(ptr));
   }
   void* alloc_device(size_t bytes, int device) override {
     RelaxedCapture relaxed;
@@ -305,7 +339,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void free_device(void* ptr) override {
     RelaxedCapture relaxed;
-    if (ptr) cudaFree(ptr);
+    if (ptr) ignore(cudaFree(ptr));
   }
   void* alloc_device_async(size_t bytes, DeviceStream stream) override {
     RelaxedCapture relaxed;
@@ -322,7 +356,7 @@ class CudaRuntime final : public DeviceRuntime {
   void free_device_async(void* ptr, DeviceStream stream) override {
     RelaxedCapture relaxed;
     DeviceGuard on(device_of_stream(stream));
-    if (ptr) cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream));
+    if (ptr) ignore(cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)));
   }
   bool allocation(const void* ptr, DeviceAllocation* out) override {
     if (!driver_loaded()) return false;
@@ -519,9 +553,11 @@ class CudaRuntime final : public DeviceRuntime {
     cudaError_t err = cudaFuncGetAttributes(&attrs, write_timestamp_kernel);
     if (err != cudaSuccess) fail(BAGUA_ERR_CUDA, "loading the timestamp kernel: {}", cudaGetErrorString(err));
     loaded_.insert(device);  // (only once loaded: a failure is retried by the next call)
+    if (device >= 0 && device < 64) loaded_mask_.fetch_or(uint64_t{1} << device, std::memory_order_release);
   }
   std::mutex loaded_mutex_;
   std::set<int> loaded_;
+  std::atomic<uint64_t> loaded_mask_{0};  // devices below 64 in loaded_, read without the lock
   std::mutex ids_mutex_;
   std::map<int, GpuId> ids_;
   std::map<int, std::vector<GpuId>> reachable_;
