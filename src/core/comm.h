@@ -80,9 +80,13 @@ class Comm {
   // says whether `op` finished; wait() blocks until it does. Both throw the operation's error. An operation
   // that makes no progress for the timeout fails with TIMEOUT, naming what it waits for.
   void start(Operation& op);
-  // progress = false: only the state and the checks of op, for a caller that tests many operations in one pass
-  // (the device proxy): the pass's first test advanced them all.
-  bool test(Operation& op, bool progress = true);
+  // A pass over many operations (the device proxy's queue): the communicator is progressed, and the operations
+  // ahead of an unwatched one are watched, once per pass rather than once per operation.
+  struct TestPass {
+    bool progressed = false;
+    bool watched_ahead = false;
+  };
+  bool test(Operation& op, TestPass* pass = nullptr);
   void wait(Operation& op);
   // Releases an operation the caller no longer tracks (finished or failed).
   void forget(Operation& op);

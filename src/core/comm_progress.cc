@@ -136,18 +136,20 @@ void Comm::start(Operation& op) {
   if (op.state() == Operation::State::kDone) check_stranded_messages(op);
 }
 
-bool Comm::test(Operation& op, bool progress) {
+bool Comm::test(Operation& op, TestPass* pass) {
   std::lock_guard<std::timed_mutex> lock(engine_mutex_);
   if (op.running()) {
     if (abort_requested_.load()) fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
     if (poisoned()) fail_everything(poison_status(), poison_message());  // marked by fail_now without the engine
-    if (progress) progress_all();
+    if (pass == nullptr || !pass->progressed) progress_all();
+    if (pass) pass->progressed = true;
     if (op.state() == Operation::State::kDone) check_stranded_messages(op);
     if (op.running()) check_health_throttled();
     if (op.running()) check_watchdog(op);
     // Waiting for its turn, op is not watched itself: watch the operations ahead of it instead, which nobody may
     // be testing (a non-blocking call that is not waited on).
-    if (progress && op.running() && !op.watched()) {
+    if (op.running() && !op.watched() && (pass == nullptr || !pass->watched_ahead)) {
+      if (pass) pass->watched_ahead = true;
       const std::vector<Operation*> ahead = active_;  // (a failure clears active_)
       for (Operation* other : ahead)
         if (other != &op && other->running() && op.running()) check_watchdog(*other);

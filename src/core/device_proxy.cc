@@ -254,12 +254,13 @@ StreamSignal DeviceProxy::take_signal() {
     auto* page = static_cast<uint32_t*>(runtime_.alloc_mapped(kGateWordsPerPage * sizeof(uint32_t)));
     if (page == nullptr) fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate a page of stream gates");
     std::fill(page, page + kGateWordsPerPage, 0u);
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     try {
       gate_pages_.reserve(gate_pages_.size() + 1);
       gate_generation_.reserve(gate_generation_.size() + kGateWordsPerPage);
       free_slots_.reserve(free_slots_.size() + kGateWordsPerPage);
     } catch (...) {
+      lock.unlock();  // (freeing pinned memory may wait for the device)
       runtime_.free_mapped(page);
       throw;
     }
@@ -338,9 +339,9 @@ void DeviceProxy::close_pending(bool force) {
 
 void DeviceProxy::release_slot(uint32_t slot, volatile uint32_t* word, uint32_t value) {
   {
-    // The word first, under the monitor's lock only (never mutex_, which take_signal may hold while the driver
-    // makes it wait for this very stream); unlisted before the slot can be reused, since the monitor stores only
-    // into words still listed here.
+    // The word first, under the monitor's lock only: no lock that another thread may hold inside a runtime call
+    // may keep a gate shut. Unlisted before the slot can be reused, since the monitor stores only into words still
+    // listed here.
     std::lock_guard<std::mutex> lock(parked_mutex_);
     __atomic_store_n(word, value, __ATOMIC_RELEASE);
     auto it = std::find_if(parked_.begin(), parked_.end(), [&](const ParkedGate& g) { return g.slot == slot; });
@@ -517,9 +518,9 @@ void DeviceProxy::run() {
         snapshot.clear();
         for (Entry& e : entries_) snapshot.push_back(e.op.get());
       }
-      // One progress of the communicator per pass (the first test's advances every operation): a test each with
-      // its own progress cost O(n^2) per pass, and 1000 calls queued on a stream took minutes to drain.
-      bool progressed_this_pass = false;
+      // One progress of the communicator per pass (the first test of a running operation advances them all): a
+      // progress per test cost O(n^2) per pass, and 1000 calls queued on a stream took minutes to drain.
+      Comm::TestPass pass;
       for (DeviceOperation* op : snapshot) {
         bagua_status_t status = BAGUA_SUCCESS;
         std::string error;
@@ -535,8 +536,7 @@ void DeviceProxy::run() {
               comm_.fail_now(e.status(), fmt::format("device proxy thread: {}", e.what()));
             }
           }
-          done = comm_.test(*op, !progressed_this_pass);
-          progressed_this_pass = true;
+          done = comm_.test(*op, &pass);
         } catch (const Error& e) {
           done = true;
           status = e.status();

@@ -23,10 +23,11 @@ BAGUA_HD inline float unsigned_zero(float x) { return x == 0.0f ? 0.0f : x; }
 
 // BAGUA's uint8 code of rint(x * scale) on the grid [lower, lower + 255]: clamped into [0, 255] before the
 // conversion (a float outside the type's range converts differently on x86 and NVIDIA, and is undefined in C++:
-// upper - lower reaches 256 once max * scale passes 2^24, e.g. for a constant tensor), and NaN gives 0.
+// upper - lower reaches 256 once max * scale passes 2^24, e.g. for a constant tensor). NaN gives 255, as BAGUA's
+// min(code, upper) did.
 BAGUA_HD inline uint8_t u8_code(float scaled, float lower) {
-  float q = scaled - lower;
-  return static_cast<uint8_t>(q >= 0.0f ? (q <= 255.0f ? q : 255.0f) : 0.0f);
+  const float q = scaled - lower;
+  return static_cast<uint8_t>(q < 0.0f ? 0.0f : (q <= 255.0f ? q : 255.0f));
 }
 
 BAGUA_HD inline uint64_t splitmix64(uint64_t z) {

@@ -65,7 +65,7 @@ void reductions() {
       cuda::synchronize(nullptr);
       EXPECT(to_host(dd, bytes) == want, "reduction %s %s differs from the CPU", datatype_name(dtype), redop_name(op));
     }
-    // Rank counts that do not fit a narrow integer type (128 and 256 for int8 and uint8) as well as 3.
+    // Rank counts that do not fit a narrow integer type (200 and 256 for int8 and uint8) as well as 3.
     for (int divisor : {3, 200, 256}) {
       std::vector<uint8_t> want = a;
       divide_by_with(CpuKernels::kScalar, want.data(), count, dtype, divisor);
@@ -400,7 +400,7 @@ void other_kernels() {
     }
     // BAGUA's MinMaxUInt8: random values; a constant tensor (its grid is 256 wide in fp32, so the top code must be
     // clamped before the conversion); a minimum of zero met as -0 by the CPU first and +0 by the first GPU thread;
-    // a NaN element (code 0).
+    // a NaN element (code 255).
     std::vector<float> constant(n, 1.0f), zeros = x, with_nan = x;
     for (auto& v : zeros) v = std::fabs(v) + 1.0f;
     zeros[1] = -0.0f;

@@ -294,22 +294,29 @@ void bad_arguments(bagua_comm_t comm, void* stream) {
 }
 
 // More calls queued behind a held stream than one page of stream gates holds (1024): the proxy adds a page while
-// the gates of the earlier calls are parked, and every call completes with the right result. (Stand-in only: it
-// can hold the stream.)
+// the gates of the earlier calls are parked (none can open: each call's input waits for the held stream), and
+// every call sums its own buffer exactly once. (Stand-in only: it can hold the stream.)
 void many_queued(bagua_comm_t comm, void* stream) {
   StandinControl* standin = standin_control();
   if (standin == nullptr) return;
   const int calls = 1300;
-  DevBuf b(16);
-  for (size_t i = 0; i < b.host.size(); ++i) b.host[i] = g_rank * 100 + static_cast<int64_t>(i);
+  const size_t count = 4;
+  DevBuf b(calls * count);
+  for (size_t i = 0; i < b.host.size(); ++i) b.host[i] = g_rank * 100000 + static_cast<int64_t>(i);
   b.upload(stream);
   MP_OK(bagua_barrier(comm, nullptr));
-  standin->run_on_stream(stream, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  standin->run_on_stream(stream, [released] {  // held until every call is queued (at most 20 s)
+    auto until = Clock::now() + std::chrono::seconds(20);
+    while (!released->load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
   for (int k = 0; k < calls; ++k)
-    MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_MAX, comm, stream));
+    MP_OK(bagua_allreduce(b.dev + k * count, b.dev + k * count, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  released->store(true);
   b.download(stream);
   sync(stream);
-  for (size_t i = 0; i < b.host.size(); ++i) MP_CHECK(b.host[i] == (g_size - 1) * 100 + static_cast<int64_t>(i));
+  const int64_t ranks = rank_sum() * 100000;
+  for (size_t i = 0; i < b.host.size(); ++i) MP_CHECK(b.host[i] == ranks + g_size * static_cast<int64_t>(i));
 }
 
 int semantics(bagua_comm_t comm) {

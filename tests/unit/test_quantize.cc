@@ -329,7 +329,7 @@ TEST_CASE("BAGUA MinMaxUInt8 edge inputs: constant, signed zeros, NaN", "[quanti
   // Oracle: docs/formats.md. A constant tensor has scale = 255 / 1e-7, where fp32 spaces values 256 apart, so
   // upper - lower is 256: every code is clamped to 255 (not converted from 256.0f, which C++ leaves undefined and
   // x86 turned into 0), and decodes to the constant. The header holds +0 for a zero min or max, whichever zero the
-  // search met first (CUDA's search order differs). A NaN element gets code 0.
+  // search met first (CUDA's search order differs). A NaN element gets code 255, as in BAGUA.
   const size_t n = 1000;
   std::vector<uint8_t> q(bagua_u8_compressed_bytes(n));
   std::vector<float> y(n);
@@ -353,8 +353,17 @@ TEST_CASE("BAGUA MinMaxUInt8 edge inputs: constant, signed zeros, NaN", "[quanti
   std::vector<float> with_nan = zeros;
   with_nan[77] = std::numeric_limits<float>::quiet_NaN();
   bagua_u8_compress(with_nan.data(), n, q.data());
-  CHECK(q[32 + 77] == 0);
+  CHECK(q[32 + 77] == 255);
   CHECK(q[32 + 6] == 255);  // 7.0, the max
+
+  std::vector<float> negative(n);  // a max of zero met as -0 first
+  for (size_t i = 0; i < n; ++i) negative[i] = -1.0f - static_cast<float>(i % 7);
+  negative[3] = -0.0f;
+  negative[300] = 0.0f;
+  bagua_u8_compress(negative.data(), n, q.data());
+  uint32_t max_bits;
+  std::memcpy(&max_bits, q.data() + 4, 4);
+  CHECK(max_bits == 0u);
 }
 
 TEST_CASE("sign compression: scale is the chunk RMS, sign(0) = +1, error feedback telescopes", "[quantize]") {

@@ -69,42 +69,41 @@ class RelaxedCapture {
   cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
 };
 
-// The calling thread's current device set to `device` for the duration of one call, restored after. A thread that
-// had no context current (a library thread, a thread that never used CUDA) is left with none: restoring its
-// "device 0" would create a context on GPU 0, hundreds of MiB, in every process of a job that sees all GPUs.
+// The calling thread's current device set to `device` for the duration of one call, restored after: the context
+// that was current (the driver's own record, so a thread that had none is left with none, and a user's own
+// context comes back as it was). Restoring a context-less thread's "device 0" would create a context on GPU 0,
+// hundreds of MiB, in every process of a job that sees all GPUs.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
     if (device < 0) return;
     using CtxGetCurrent = CUresult (*)(CUcontext*);
     static const auto get_current = reinterpret_cast<CtxGetCurrent>(driver_entry("cuCtxGetCurrent"));
-    CUcontext current = nullptr;
-    had_context_ = get_current == nullptr || (get_current(&current) == CUDA_SUCCESS && current != nullptr);
-    if (cudaGetDevice(&saved_) != cudaSuccess) {
+    if (get_current == nullptr || get_current(&saved_context_) != CUDA_SUCCESS) saved_context_ = nullptr;
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess) {
       cudaGetLastError();
-      saved_ = -1;
+      current = -1;
     }
-    if (device != saved_ || !had_context_) {
-      check(cudaSetDevice(device), "cudaSetDevice");
-      changed_ = true;
-    }
+    if (saved_context_ != nullptr && current == device) return;
+    check(cudaSetDevice(device), "cudaSetDevice");
+    restore_ = true;
+    saved_device_ = current;
   }
   ~DeviceGuard() {
-    if (!changed_) return;
-    if (!had_context_) {
-      using CtxSetCurrent = CUresult (*)(CUcontext);
-      static const auto set_current = reinterpret_cast<CtxSetCurrent>(driver_entry("cuCtxSetCurrent"));
-      if (set_current != nullptr) set_current(nullptr);
-      return;
-    }
-    int now = -1;
-    if (saved_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != saved_) ignore(cudaSetDevice(saved_));
+    if (!restore_) return;
+    using CtxSetCurrent = CUresult (*)(CUcontext);
+    static const auto set_current = reinterpret_cast<CtxSetCurrent>(driver_entry("cuCtxSetCurrent"));
+    if (set_current != nullptr)
+      set_current(saved_context_);
+    else if (saved_device_ >= 0)
+      ignore(cudaSetDevice(saved_device_));
   }
 
  private:
-  int saved_ = -1;
-  bool had_context_ = true;
-  bool changed_ = false;
+  CUcontext saved_context_ = nullptr;
+  int saved_device_ = -1;
+  bool restore_ = false;
 };
 
 int device_of_stream(DeviceStream stream) {
