@@ -50,8 +50,8 @@ BAGUA_HD inline W apply_op(W a, W b, bagua_redop_t op) {
   }
 }
 
-// x / divisor: truncation toward zero for integers, one IEEE division for floats (canonical NaN). 8- and 16-bit
-// integers divide as int: the divisor (a rank count, up to 2^20) need not fit their type.
+// x / divisor: truncation toward zero for integers, one IEEE division for floats (canonical NaN). 8-bit integers
+// divide as int: the divisor (a rank count, up to 2^20) need not fit their type.
 template <typename W>
 BAGUA_HD inline W divide_value(W x, int divisor) {
   if constexpr (std::is_integral_v<W> && sizeof(W) < 4) {

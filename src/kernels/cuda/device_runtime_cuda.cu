@@ -41,7 +41,7 @@ void ignore(cudaError_t err) {
   if (err != cudaSuccess) cudaGetLastError();
 }
 
-// A driver API function by name, through cudart (no link against libcuda); nullptr where the driver lacks it.
+// A driver function by name, through the runtime (libbagua never links libcuda); nullptr when missing.
 void* driver_entry(const char* symbol) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
@@ -147,8 +147,6 @@ class CudaEvent final : public DeviceEvent {
 
 using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 using PointerGetAttributes = CUresult (*)(unsigned int, CUpointer_attribute*, void**, CUdeviceptr);
-
-// A driver function by name, through the runtime (libbagua never links libcuda); nullptr when missing.
 
 // Whether this process has loaded the CUDA driver (someone initialized CUDA). Until then no pointer can be device
 // memory, and asking cudart would start CUDA: about 120 us without a driver, and after it a forked child can no

@@ -57,9 +57,9 @@ struct BlockGrid {
 __device__ BlockGrid read_block_grid(const uint8_t* block, int bits, bool words) {
   float lo = load_float(block, words), hi = load_float(block + 4, words);
   BlockGrid g{lo, 0.0f, isnan(lo) || isnan(hi)};
-  if (g.poisoned)
-    g.lo = __int_as_float(0x7fc00000);  // every element NaN, as the CPU's make_grid (also when only max is)
-  if (!g.poisoned) {                    // make_grid's step (zero where the range or its inverse overflows)
+  if (g.poisoned) {  // every element NaN, as the CPU's make_grid (also when only the max is)
+    g.lo = __int_as_float(0x7fc00000);
+  } else {  // make_grid's step (zero where the range or its inverse overflows)
     const float levels = static_cast<float>((1u << bits) - 1);
     g.step = (hi - lo) / levels;
     const float inv_step = g.step > 0 ? levels / (hi - lo) : 0.0f;
