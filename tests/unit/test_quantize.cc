@@ -306,6 +306,51 @@ TEST_CASE("fused owner step equals decompress-accumulate then compress", "[quant
   CHECK(e1 == e2);
 }
 
+TEST_CASE("Codec's fused owner step gives the bytes and residuals of the unfused steps, every format", "[quantize]") {
+  // Oracle: copy own, decompress-accumulate each input in order, compress with the owner's error feedback (what the
+  // device path runs). Counts span several fused slices and end mid-chunk; stochastic keys start mid-vector.
+  struct Case {
+    bagua_compress_kind_t kind;
+    int bits;
+    uint32_t chunk;
+    int stochastic;
+  };
+  const Case cases[] = {{BAGUA_COMPRESS_MINMAX, 8, 1024, 0}, {BAGUA_COMPRESS_MINMAX, 4, 512, 1},
+                        {BAGUA_COMPRESS_MINMAX, 2, 4096, 0}, {BAGUA_COMPRESS_MINMAX, 1, 256, 1},
+                        {BAGUA_COMPRESS_SIGN, 8, 1024, 0},   {BAGUA_COMPRESS_SIGN, 8, 384, 0},
+                        {BAGUA_COMPRESS_FP16, 8, 1024, 0},   {BAGUA_COMPRESS_BF16, 8, 1024, 0}};
+  for (const Case& c : cases) {
+    for (size_t n : {size_t{700}, size_t{50001}}) {
+      bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+      cfg.kind = c.kind;
+      cfg.bits = c.bits;
+      cfg.chunk = c.chunk;
+      cfg.stochastic = c.stochastic;
+      const Codec codec = Codec::from_config(&cfg);
+      CAPTURE(codec.describe(), c.chunk, n);
+      const RoundingKey key{c.stochastic == 1, 7, 3, 2, 12345};
+      std::vector<float> own = random_vector(n, 1.0f, 90);
+      std::vector<std::vector<uint8_t>> peers;
+      for (int p = 0; p < 3; ++p) {
+        std::vector<float> x = random_vector(n, 2.0f, 91 + p);
+        peers.emplace_back(codec.compressed_bytes(n));
+        codec.compress(x.data(), n, nullptr, RoundingKey{c.stochastic == 1, 7, 3, static_cast<uint32_t>(p), 0},
+                       peers.back().data());
+      }
+      const uint8_t* inputs[3] = {peers[0].data(), peers[1].data(), peers[2].data()};
+      for (bool feedback : {false, true}) {
+        std::vector<float> acc = own, e_want = random_vector(n, 0.1f, 95), e_got = e_want;
+        for (auto& q : peers) codec.decompress_accumulate(q.data(), n, acc.data());
+        std::vector<uint8_t> want(codec.compressed_bytes(n)), got(want.size(), 0xAB);
+        codec.compress(acc.data(), n, feedback ? e_want.data() : nullptr, key, want.data());
+        codec.reduce_recompress(inputs, 3, own.data(), n, feedback ? e_got.data() : nullptr, key, got.data());
+        CHECK(got == want);
+        CHECK(std::memcmp(e_got.data(), e_want.data(), n * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("BAGUA MinMaxUInt8 layout and its bound while max|x|*scale < 2^22", "[quantize]") {
   // Oracle: the same half-step bound as min-max, valid while rint(x * scale) is exact in fp32, i.e. while
   // max|x| * scale < 2^22 (beyond it the fp32 product has no fractional bits left and rounding error grows).

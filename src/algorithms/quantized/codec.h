@@ -34,9 +34,10 @@ class Codec {
   void decompress(const uint8_t* in, size_t count, float* out) const;
   // acc[i] += deq(in)[i]
   void decompress_accumulate(const uint8_t* in, size_t count, float* acc) const;
-  // The owner step: acc = own + sum of deq(inputs) in input order; out = q(acc) with owner_error (may be NULL).
+  // The owner step, fused: out = q(own + deq(inputs[0]) + ... in input order), with owner_error (may be NULL).
+  // The same bytes as decompress_accumulate into a copy of own, then compress.
   void reduce_recompress(const uint8_t* const* inputs, int ninputs, const float* own, size_t count, float* owner_error,
-                         const RoundingKey& key, float* acc, uint8_t* out) const;
+                         const RoundingKey& key, uint8_t* out) const;
 
  private:
   template <typename F>

@@ -60,7 +60,7 @@ std::vector<size_t> result_layout(const QuantizedGroup& grp, const Codec& codec,
 
 // One scratch area of a call: x, the host's inputs, compressed blocks out and in, my reduced block.
 struct ScratchLayout {
-  size_t x_at = 0, local_at = 0, mine_at = 0, acc_at = 0, result_at = 0, total = 0;
+  size_t x_at = 0, local_at = 0, mine_at = 0, result_at = 0, total = 0;
   // On the device: the input and the output where they cross the wire at full precision (hierarchical forms).
   size_t send_stage_at = 0, recv_stage_at = 0;
   // On the device, x and an fp32 copy of one host peer's fp16/bf16 slice are device memory (x_at and peer_x_at
@@ -96,7 +96,6 @@ ScratchLayout layout_scratch(const QuantizedGroup& grp, const Codec& codec, size
       if (j != g) l.in_at[j] = plan.add(codec.compressed_bytes(own_count));
     }
     l.mine_at = l.block_at[g];
-    if (!own_x && !on_device) l.acc_at = plan.add(ScratchPlan::times(own_count, sizeof(float)));  // else x's block
     for (int k = 0; k < static_cast<int>(l.peer_result_at.size()); ++k) {
       const int theirs = k < grp.local_index ? k : k + 1;
       l.peer_result_at[k] = plan.add(result_layout(grp, codec, count, theirs)[m]);
@@ -138,7 +137,7 @@ struct QuantizedWork {
   std::vector<uint8_t*> block;        // [j]: my compressed copy of block j, later owner j's result
   std::vector<uint8_t*> in;           // [j]: rank j's compressed copy of my block
   uint8_t* mine;                      // my reduced block, compressed
-  float* acc;                         // my reduced block, fp32 (x's own block when x is scratch)
+  float* acc;                         // (device) my reduced block, fp32 (x's own block when x is scratch)
   std::vector<uint8_t*> peer_result;  // rail: [k] local peer k's compressed slice of the result
   // Set when this rank compresses on the device: sendbuf, recvbuf and the error feedback are device memory, the
   // scratch is the operation's mapped staging. Every step launches on the operation's stream, or (the operation
@@ -243,6 +242,14 @@ struct QuantizedWork {
   void owner_add(int j) { decompress(in[j], length(group.index), acc, true); }
   // My block's sum, compressed into `mine`.
   void owner_compress() { compress(acc, length(group.index), owner_error, key(offset(group.index)), mine); }
+  // Host: the three steps above in one pass, once every input has arrived (own block first, then `from` in order).
+  void owner_reduce(const std::vector<int>& from) {
+    std::vector<const uint8_t*> inputs;
+    for (int j : from) inputs.push_back(in[j]);
+    const int g = group.index;
+    codec.reduce_recompress(inputs.data(), static_cast<int>(inputs.size()), x + offset(g), length(g), owner_error,
+                            key(offset(g)), mine);
+  }
   // Block j into the output. Everyone decompresses the same bytes (the owner its own `mine` too): bit-identical
   // outputs.
   void finish(int j) {
@@ -524,8 +531,8 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     w->acc = w->x + own_offset;
   else if (device)  // fp32 on the device: the own block of the output, written last by its own finish
     w->acc = static_cast<float*>(a.recvbuf) + own_offset;
-  else
-    w->acc = reinterpret_cast<float*>(base + scratch.acc_at);
+  else  // the host sums in owner_reduce's slices
+    w->acc = nullptr;
   for (size_t at : scratch.peer_result_at) w->peer_result.push_back(base + at);
   w->send_stage = base + scratch.send_stage_at;
   w->recv_stage = base + scratch.recv_stage_at;
@@ -597,7 +604,8 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     }
   }
   // Unless it moves few bytes (one_round below), the alltoall runs as m - 1 pairwise rounds (shift k: send to
-  // g + k, receive from g - k), so that each link carries one flow at a time; the owner adds each input while the
+  // g + k, receive from g - k), so that each link carries one flow at a time. On the host the owner sums and
+  // recompresses once every input is in, in one pass (owner_reduce); on the device it adds each input while the
   // next one moves. Posting all shifts of a large call at once ran 1.3x slower on the test bed (TCP flows
   // fighting in the shaper).
   const int steps = std::max(1, m - 1);
@@ -610,10 +618,13 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
   if (m % 2 == 0) shifts.push_back(m / 2);
   for (int k = 1; k < m; ++k)
     if (m % 2 != 0 || k != m / 2) shifts.push_back(k);
+  std::vector<int> inputs;  // the owner's inputs, in the order it adds them
+  for (int k : shifts) inputs.push_back(from(k));
   if (member) {
     s->then(timed([work] { work->prepare(); }));
     // All blocks compressed before the first round: overlapping compression with the rounds measured no
-    // faster here (4 ranks on 2 cores compete with the network stack).
+    // faster here (4 ranks on 2 cores compete with the network stack; again with the owner step fused: 64 MiB
+    // 8-bit 265-276 against 254-266 ms on 4 test-bed hosts).
     for (int k : shifts)
       if (exchanges && w->length(to(k)) > 0) s->then(timed([work, j = to(k)] { work->compress_block(j); }));
   }
@@ -638,7 +649,9 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
           add_send_pieces(alltoall.sends, grp.members[to(k)], w->block[to(k)],
                           codec.compressed_bytes(w->length(to(k))));
       }
-      if (own_count > 0) {
+      if (own_count > 0 && !device) {
+        alltoall.after.push_back(timed([work, inputs] { work->owner_reduce(inputs); }));
+      } else if (own_count > 0) {
         alltoall.during.push_back(timed([work] { work->owner_begin(); }));
         for (int k : shifts) alltoall.after.push_back(timed([work, j = from(k)] { work->owner_add(j); }));
         alltoall.after.push_back(timed([work] { work->owner_compress(); }));
@@ -663,6 +676,10 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
       if (w->length(to(k)) > 0)
         add_send_pieces(round.sends, grp.members[to(k)], w->block[to(k)], codec.compressed_bytes(w->length(to(k))));
       if (own_count == 0) continue;
+      if (!device) {
+        if (r + 1 == steps) round.after.push_back(timed([work, inputs] { work->owner_reduce(inputs); }));
+        continue;
+      }
       if (r == 0)
         round.during.push_back(timed([work] { work->owner_begin(); }));
       else
@@ -689,7 +706,7 @@ std::unique_ptr<Operation> build_quantized_allreduce(Comm& comm, const Quantized
     };
     if (exchanges) {
       const int next = grp.members[to(1)], prev = grp.members[from(1)];
-      s->rounds()[first_gather_round - 1].after.push_back(timed([work] { work->owner_compress(); }));
+      if (device) s->rounds()[first_gather_round - 1].after.push_back(timed([work] { work->owner_compress(); }));
       after_round(0, timed([work, g] { work->finish(g); }));
       for (int t = 0; t < m - 1; ++t) {
         const int send_block = (g - t + m) % m, recv_block = (g - t - 1 + m) % m;
