@@ -19,23 +19,23 @@ void IpcCache::make_room() {
   }
 }
 
-std::shared_ptr<void> IpcCache::find(uint64_t pid, uintptr_t base, uint64_t buffer_id, int device) {
-  auto it = entries_.find(std::make_tuple(pid, base, device));
+std::shared_ptr<void> IpcCache::find(uint64_t process, uintptr_t base, uint64_t buffer_id, int device) {
+  auto it = entries_.find(std::make_tuple(process, base, device));
   if (it == entries_.end() || it->second.buffer_id != buffer_id) return nullptr;
   it->second.last_use = ++clock_;
   return it->second.mapping;
 }
 
-std::shared_ptr<void> IpcCache::map(uint64_t pid, uintptr_t base, uint64_t buffer_id, const IpcHandle& handle,
+std::shared_ptr<void> IpcCache::map(uint64_t process, uintptr_t base, uint64_t buffer_id, const IpcHandle& handle,
                                     int device) {
-  if (auto mapping = find(pid, base, buffer_id, device)) return mapping;
-  entries_.erase(std::make_tuple(pid, base, device));  // another allocation now lives there: drop the old mapping
+  if (auto mapping = find(process, base, buffer_id, device)) return mapping;
+  entries_.erase(std::make_tuple(process, base, device));  // another allocation now lives there: drop the old mapping
   make_room();
-  return insert(pid, base, buffer_id, device, open_(handle, device));
+  return insert(process, base, buffer_id, device, open_(handle, device));
 }
 
-std::shared_ptr<void> IpcCache::insert(uint64_t pid, uintptr_t base, uint64_t buffer_id, int device, void* mapped) {
-  const auto key = std::make_tuple(pid, base, device);
+std::shared_ptr<void> IpcCache::insert(uint64_t process, uintptr_t base, uint64_t buffer_id, int device, void* mapped) {
+  const auto key = std::make_tuple(process, base, device);
   entries_.erase(key);
   make_room();
   ++opened_;
@@ -63,17 +63,18 @@ CallerIpcMappings::~CallerIpcMappings() {
   open_requested([] { return true; });  // closes them all
 }
 
-std::shared_ptr<void> CallerIpcMappings::find(uint64_t pid, uintptr_t base, uint64_t buffer_id, int device) {
+std::shared_ptr<void> CallerIpcMappings::find(uint64_t process, uintptr_t base, uint64_t buffer_id, int device) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return cache_.find(pid, base, buffer_id, device);
+  return cache_.find(process, base, buffer_id, device);
 }
 
-void CallerIpcMappings::request(uint64_t pid, uintptr_t base, uint64_t buffer_id, const IpcHandle& handle, int device) {
+void CallerIpcMappings::request(uint64_t process, uintptr_t base, uint64_t buffer_id, const IpcHandle& handle,
+                                int device) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (failed_.count(std::make_tuple(pid, base, buffer_id, device))) return;
+  if (failed_.count(std::make_tuple(process, base, buffer_id, device))) return;
   for (const Wanted& w : wanted_)
-    if (w.pid == pid && w.base == base && w.buffer_id == buffer_id && w.device == device) return;
-  wanted_.push_back({pid, base, buffer_id, handle, device});
+    if (w.process == process && w.base == base && w.buffer_id == buffer_id && w.device == device) return;
+  wanted_.push_back({process, base, buffer_id, handle, device});
 }
 
 void CallerIpcMappings::open_requested(const std::function<bool()>& may_close) {
@@ -94,11 +95,11 @@ void CallerIpcMappings::open_requested(const std::function<bool()>& may_close) {
             "it stay staged (said once per process): {}",
             e.what());
       std::lock_guard<std::mutex> lock(mutex_);
-      failed_.insert(std::make_tuple(w.pid, w.base, w.buffer_id, w.device));
+      failed_.insert(std::make_tuple(w.process, w.base, w.buffer_id, w.device));
       continue;
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    cache_.insert(w.pid, w.base, w.buffer_id, w.device, mapped);
+    cache_.insert(w.process, w.base, w.buffer_id, w.device, mapped);
   }
   // One close at a time, each only while may_close() holds (a gate parked meanwhile stops them).
   for (;;) {

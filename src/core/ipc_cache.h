@@ -29,13 +29,13 @@ class IpcCache {
   using Close = std::function<void(void* mapped, int device)>;
   IpcCache(size_t most_entries, Open open, Close close);
 
-  // The mapping on `device` of the allocation at `base` in process `pid` with this buffer id, opened from `handle`
-  // if needed. Throws what open throws.
-  std::shared_ptr<void> map(uint64_t pid, uintptr_t base, uint64_t buffer_id, const IpcHandle& handle, int device);
+  // The mapping on `device` of the allocation at `base` in `process` (base/process_identity.h's key) with this buffer
+  // id, opened from `handle` if needed. Throws what open throws.
+  std::shared_ptr<void> map(uint64_t process, uintptr_t base, uint64_t buffer_id, const IpcHandle& handle, int device);
   // That mapping if it is open (nullptr otherwise); opens nothing.
-  std::shared_ptr<void> find(uint64_t pid, uintptr_t base, uint64_t buffer_id, int device);
+  std::shared_ptr<void> find(uint64_t process, uintptr_t base, uint64_t buffer_id, int device);
   // Keeps a mapping opened elsewhere, as map() keeps the ones it opens (close lets it go).
-  std::shared_ptr<void> insert(uint64_t pid, uintptr_t base, uint64_t buffer_id, int device, void* mapped);
+  std::shared_ptr<void> insert(uint64_t process, uintptr_t base, uint64_t buffer_id, int device, void* mapped);
   size_t size() const { return entries_.size(); }
   void clear() { entries_.clear(); }
   uint64_t opened() const { return opened_.load(); }  // handles opened so far (tests read it from any thread)
@@ -64,8 +64,8 @@ class CallerIpcMappings {
   CallerIpcMappings(DeviceRuntime& runtime, size_t most_entries);
   ~CallerIpcMappings();  // closes every mapping (runtime calls): after the last operation that used one
   // Any thread, no runtime call.
-  std::shared_ptr<void> find(uint64_t pid, uintptr_t base, uint64_t buffer_id, int device);
-  void request(uint64_t pid, uintptr_t base, uint64_t buffer_id, const IpcHandle& handle, int device);
+  std::shared_ptr<void> find(uint64_t process, uintptr_t base, uint64_t buffer_id, int device);
+  void request(uint64_t process, uintptr_t base, uint64_t buffer_id, const IpcHandle& handle, int device);
   // A calling thread: opens what was asked (a handle that fails to open is not asked for again: its calls stay
   // staged, with one warning per process), then closes what was let go, each while may_close() (no gate parked).
   void open_requested(const std::function<bool()>& may_close);
@@ -74,7 +74,7 @@ class CallerIpcMappings {
 
  private:
   struct Wanted {
-    uint64_t pid;
+    uint64_t process;
     uintptr_t base;
     uint64_t buffer_id;
     IpcHandle handle;
@@ -87,7 +87,7 @@ class CallerIpcMappings {
   std::mutex mutex_;
   IpcCache cache_;  // under mutex_
   std::vector<Wanted> wanted_;
-  std::set<std::tuple<uint64_t, uintptr_t, uint64_t, int>> failed_;  // (pid, base, buffer id, device)
+  std::set<std::tuple<uint64_t, uintptr_t, uint64_t, int>> failed_;  // (process, base, buffer id, device)
 };
 
 }  // namespace bagua

@@ -31,6 +31,7 @@
 
 #include "base/env.h"
 #include "base/error.h"
+#include "base/process_identity.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/device_runtime.h"
 #include "kernels/dtype.h"
@@ -122,6 +123,7 @@ struct StandinIpcHandle {
   char magic[8];
   int64_t pid;
   int32_t fd;
+  uint32_t pid_namespace;  // the exporter's: its pid names it only within that namespace
   uint64_t bytes;
 };
 static_assert(sizeof(StandinIpcHandle) <= sizeof(IpcHandle));
@@ -340,6 +342,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     StandinIpcHandle h{};
     std::memcpy(h.magic, kIpcMagic, sizeof(kIpcMagic));
     h.pid = getpid();
+    h.pid_namespace = pid_namespace_id();
     h.fd = it->second.fd;
     h.bytes = it->second.bytes;
     std::memset(out->bytes, 0, sizeof(out->bytes));
@@ -353,6 +356,9 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     std::memcpy(&h, handle.bytes, sizeof(h));
     if (std::memcmp(h.magic, kIpcMagic, sizeof(kIpcMagic)) != 0)
       fail(BAGUA_ERR_INVALID_ARGUMENT, "stand-in: not a stand-in IPC handle");
+    // From another PID namespace, /proc/<pid> names another process, or none (a real driver's handles are global).
+    if (h.pid_namespace != pid_namespace_id())
+      fail(BAGUA_ERR_CUDA, "stand-in IPC: the handle comes from another PID namespace");
     std::string path = fmt::format("/proc/{}/fd/{}", h.pid, h.fd);
     int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) fail(BAGUA_ERR_CUDA, "stand-in IPC: cannot open {}: {}", path, std::strerror(errno));

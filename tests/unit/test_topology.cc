@@ -6,6 +6,8 @@
 // [minimal_xml] case in a process of its own with HWLOC_LIBXML_IMPORT=0 (hwloc reads it once per process).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/process_identity.h"
 #include "core/comm_layout.h"
 #include "topology/host_identity.h"
 #include "topology/topology.h"
@@ -115,6 +118,31 @@ TEST_CASE("host identity: boot id + IPC namespace, or BAGUA_HOST_ID", "[topology
   setenv("BAGUA_HOST_ID", "rack3-node7", 1);
   CHECK(detect_host_id() == "rack3-node7");
   unsetenv("BAGUA_HOST_ID");
+}
+
+TEST_CASE("process key: the pid and its PID namespace, read again in a forked child", "[topology]") {
+  struct stat st {};
+  REQUIRE(stat("/proc/self/ns/pid", &st) == 0);
+  const uint64_t key = process_key();
+  CHECK(pid_of_process_key(key) == getpid());
+  CHECK(key >> 32 == static_cast<uint32_t>(st.st_ino));
+  CHECK(pid_namespace_id() == static_cast<uint32_t>(st.st_ino));
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const uint64_t child_key = process_key();
+    const bool ok = pid_of_process_key(child_key) == getpid() && child_key >> 32 == key >> 32 && child_key != key;
+    (void)!write(fds[1], &ok, 1);
+    _exit(0);
+  }
+  bool ok = false;
+  CHECK(read(fds[0], &ok, 1) == 1);
+  waitpid(child, nullptr, 0);
+  close(fds[0]);
+  close(fds[1]);
+  CHECK(ok);
 }
 
 TEST_CASE("local ranks and host numbering from host ids", "[topology]") {

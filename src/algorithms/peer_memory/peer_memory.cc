@@ -14,6 +14,7 @@
 #include "algorithms/registry.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "base/process_identity.h"
 #include "base/scratch_cache.h"
 #include "core/device_proxy.h"
 #include "kernels/cpu/reduce.h"
@@ -32,7 +33,7 @@ constexpr size_t kMostStagingCopies = 4;  // a call's copies into and out of its
 
 // Round 0's message to one peer (rounds 2 repeats it with staging addresses).
 struct PeerBuffers {
-  uint64_t pid = 0;
+  uint64_t process = 0;  // process_key(): the pid and its PID namespace
   uint64_t sendbuf = 0, recvbuf = 0;
   uint64_t send_extent = 0, recv_extent = 0;  // bytes
   uint64_t count = 0;
@@ -208,8 +209,9 @@ struct PeerMemoryWork {
       }
       on_ipc = true;
       for (int q = 0; q < nranks && on_ipc; ++q)
-        on_ipc = peers[q].memory != kDeviceMappable ||
-                 (reaches(peers[q], peers[r].gpu) && (peers[q].pid != peers[r].pid || peers[q].gpu == peers[r].gpu));
+        on_ipc =
+            peers[q].memory != kDeviceMappable ||
+            (reaches(peers[q], peers[r].gpu) && (peers[q].process != peers[r].process || peers[q].gpu == peers[r].gpu));
       if (!on_ipc) break;
     }
     if (!on_ipc) return;
@@ -373,14 +375,14 @@ struct PeerMemoryWork {
       const bool send = buffer == PeerBufferKind::kSend;
       const uint64_t address = send ? p.sendbuf : p.recvbuf, base = send ? p.send_base : p.recv_base;
       uint8_t*& mapped = (send ? mapped_send : mapped_recv)[r];
-      if (p.pid == static_cast<uint64_t>(getpid())) {
+      if (p.process == process_key()) {
         mapped = reinterpret_cast<uint8_t*>(address);
         continue;
       }
       const uint64_t buffer_id = send ? p.send_buffer_id : p.recv_buffer_id;
-      std::shared_ptr<void> mapping = cache.find(p.pid, base, buffer_id, args.device);
+      std::shared_ptr<void> mapping = cache.find(p.process, base, buffer_id, args.device);
       if (!mapping) {
-        cache.request(p.pid, base, buffer_id, send ? p.send_handle : p.recv_handle, args.device);
+        cache.request(p.process, base, buffer_id, send ? p.send_handle : p.recv_handle, args.device);
         all = false;
         continue;
       }
@@ -440,8 +442,8 @@ struct PeerMemoryWork {
   // Peer r's buffer at `address` in its process: the pointer itself for a thread of this process, else its IPC
   // mapping here.
   uint8_t* peer_pointer(int r, uint64_t address, uint64_t base, uint64_t buffer_id, const IpcHandle& handle) {
-    if (peers[r].pid == static_cast<uint64_t>(getpid())) return reinterpret_cast<uint8_t*>(address);
-    std::shared_ptr<void> mapping = device->ipc_cache().map(peers[r].pid, base, buffer_id, handle, args.device);
+    if (peers[r].process == process_key()) return reinterpret_cast<uint8_t*>(address);
+    std::shared_ptr<void> mapping = device->ipc_cache().map(peers[r].process, base, buffer_id, handle, args.device);
     mappings.push_back(mapping);
     return static_cast<uint8_t*>(mapping.get()) + (address - base);
   }
@@ -515,13 +517,14 @@ struct PeerMemoryWork {
   uint8_t* local(const PeerSpan& s) const { return reinterpret_cast<uint8_t*>(address(s)); }
 
   void read_peer(const PeerSpan& from, size_t at, void* out, size_t bytes) {
-    std::string error = read_process_memory(static_cast<pid_t>(peers[from.rank].pid), address(from) + at, out, bytes);
+    std::string error =
+        read_process_memory(pid_of_process_key(peers[from.rank].process), address(from) + at, out, bytes);
     if (!error.empty())
       fail(BAGUA_ERR_REMOTE, "{}: reading {} bytes of rank {}'s buffer failed: {}", name(), bytes, from.rank, error);
     schedule->add_direct_traffic(0, bytes);
   }
   void write_peer(const PeerSpan& to, size_t at, const void* in, size_t bytes) {
-    std::string error = write_process_memory(static_cast<pid_t>(peers[to.rank].pid), address(to) + at, in, bytes);
+    std::string error = write_process_memory(pid_of_process_key(peers[to.rank].process), address(to) + at, in, bytes);
     if (!error.empty())
       fail(BAGUA_ERR_REMOTE, "{}: writing {} bytes into rank {}'s buffer failed: {}", name(), bytes, to.rank, error);
     schedule->add_direct_traffic(bytes, 0);
@@ -636,7 +639,7 @@ std::unique_ptr<Schedule> peer_memory_schedule(const CollectiveArgs& a, const Sc
   w->rank = ctx.rank;
   w->nranks = ctx.nranks;
   PeerBuffers& mine = w->mine;
-  mine.pid = static_cast<uint64_t>(getpid());
+  mine.process = process_key();
   mine.sendbuf = reinterpret_cast<uintptr_t>(a.sendbuf);
   mine.recvbuf = reinterpret_cast<uintptr_t>(a.recvbuf);
   mine.send_extent = a.send_extent;

@@ -7,11 +7,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 #include "base/deadline.h"
 #include "base/env.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "base/process_identity.h"
 #include "transport/cross_memory.h"
 
 namespace bagua {
@@ -427,10 +429,13 @@ void UcxTransport::check(Transfer& transfer) {
     finish(transfer, peers_[transfer.peer]->status, 0);
 }
 
+// A random word and where it lives, with the pid and its PID namespace: a pid names a process only within its
+// namespace (in another, often this process itself, whose memory at that address must not pass for the peer's).
 Bytes UcxTransport::single_copy_probe_blob() {
-  probe_word_ = reinterpret_cast<uintptr_t>(this) ^ 0x5bd1e995u ^ static_cast<uint64_t>(getpid());
+  std::random_device random;
+  probe_word_ = (static_cast<uint64_t>(random()) << 32) ^ random() ^ reinterpret_cast<uintptr_t>(this);
   Writer w;
-  w.u32(static_cast<uint32_t>(getpid()));
+  w.u64(process_key());
   w.u64(reinterpret_cast<uintptr_t>(&probe_word_));
   w.u64(probe_word_);
   return std::move(w.out());
@@ -441,9 +446,14 @@ bool UcxTransport::single_copy_probe(const std::vector<Bytes>& blobs, const std:
   for (int peer = 0; peer < static_cast<int>(blobs.size()); ++peer) {
     if (peer == rank_ || !same_host[peer]) continue;
     Reader r(blobs[peer], "probe");
-    auto pid = static_cast<pid_t>(r.u32());
+    const uint64_t process = r.u64();
     uint64_t address = r.u64();
     uint64_t expected = r.u64();
+    if (process >> 32 != process_key() >> 32) {
+      BAGUA_DEBUG("no single copy: rank {} runs in another PID namespace", peer);
+      return false;
+    }
+    const pid_t pid = pid_of_process_key(process);
     uint64_t value = 0;
     if (!read_process_memory(pid, address, &value, sizeof(value)).empty() || value != expected) return false;
     // The direct allreduce also writes into peers (the same permission check; the same value back).
