@@ -87,7 +87,10 @@ constexpr EnvSetting kSettings[] = {
     {"SLURM_PROCID", "this rank, under srun", "Slurm"},
     {"SLURM_NTASKS", "number of ranks, under srun", "Slurm"},
     {"SLURM_LOCALID", "rank on this host, under srun", "Slurm"},
-    {"UCX_TLS", "UCX transports; bagua keeps shared-memory error handling only when it allows shared memory", "UCX"},
+    {"UCX_TLS",
+     "UCX transports; bagua keeps shared-memory error handling only when it allows shared memory, and sets ^sysv "
+     "unless set where host peers run in other PID namespaces",
+     "UCX"},
     {"UCX_MM_ERROR_HANDLING", "bagua sets y unless set", "UCX"},
     {"UCX_KEEPALIVE_INTERVAL", "bagua sets timeout/3 unless set", "UCX"},
     {"UCX_TCP_CONN_NB", "bagua sets y (non-blocking TCP connect) unless set", "UCX"},

@@ -14,6 +14,7 @@ void write_rank_info(Writer& w, const RankInfo& info) {
   w.str(info.host_id);
   w.str(info.hostname);
   w.u32(info.pid);
+  w.u32(info.pid_namespace);
   w.str(info.listen_addr);
 }
 
@@ -22,6 +23,7 @@ RankInfo read_rank_info(Reader& r) {
   info.host_id = r.str(kMaxIdentity);
   info.hostname = r.str(kMaxIdentity);
   info.pid = r.u32();
+  info.pid_namespace = r.u32();
   info.listen_addr = r.str(kMaxIdentity);
   return info;
 }

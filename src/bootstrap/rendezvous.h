@@ -19,7 +19,8 @@ struct RankInfo {
   std::string host_id;  // topology/host_identity.h
   std::string hostname;
   uint32_t pid = 0;
-  std::string listen_addr;  // this rank's bootstrap ring listener, "ip:port"
+  uint32_t pid_namespace = 0;  // base/process_identity.h: the pid names a process only within it
+  std::string listen_addr;     // this rank's bootstrap ring listener, "ip:port"
 };
 
 // RankInfo on the wire (join requests, job tables, splits, shrink).

@@ -15,7 +15,7 @@
 namespace bagua {
 
 constexpr uint32_t kWireMagic = 0x41554742;  // "BGUA" in little-endian byte order
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;         // 2: RankInfo carries the PID namespace
 constexpr size_t kFrameHeaderSize = 12;
 
 enum class FrameType : uint16_t {

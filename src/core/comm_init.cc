@@ -17,6 +17,7 @@
 
 #include "base/backoff.h"
 #include "base/logging.h"
+#include "base/process_identity.h"
 #include "base/scratch_cache.h"
 #include "bootstrap/agreement.h"
 #include "bootstrap/rendezvous.h"
@@ -66,6 +67,7 @@ RankInfo local_rank_info(const Socket& listener) {
   gethostname(hostname, sizeof(hostname) - 1);
   info.hostname = hostname;
   info.pid = static_cast<uint32_t>(getpid());
+  info.pid_namespace = pid_namespace_id();
   info.listen_addr = listener.local_address().str();
   return info;
 }
@@ -285,7 +287,12 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   }
 
   // One UCX worker per communicator; worker addresses travel over the bootstrap ring.
-  comm->transport_ = std::make_unique<UcxTransport>(rank, nranks, config.timeout_ms, config.single_copy_bytes);
+  const RankInfo& me = table.ranks[rank];
+  const bool other_pid_namespaces = std::any_of(table.ranks.begin(), table.ranks.end(), [&](const RankInfo& r) {
+    return r.host_id == me.host_id && r.pid_namespace != me.pid_namespace;
+  });
+  comm->transport_ =
+      std::make_unique<UcxTransport>(rank, nranks, config.timeout_ms, config.single_copy_bytes, other_pid_namespaces);
   std::vector<Bytes> addresses = comm->ring_->allgather(comm->transport_->local_address(), deadline);
   comm->transport_->connect(addresses);
   // Single-copy transfers between ranks of a host, when every rank can read its host peers' memory.

@@ -69,7 +69,7 @@ JoinRequest request_for(const UniqueId& uid, int rank, int nranks) {
   req.nranks = nranks;
   req.config_hash = Config().agreement_hash();
   req.timeout_ms = 20000;
-  req.info = {"attacker", "attacker", 1, "127.0.0.1:9"};
+  req.info = {"attacker", "attacker", 1, 0, "127.0.0.1:9"};
   return req;
 }
 }  // namespace

@@ -30,12 +30,12 @@ TEST_CASE("frames round-trip, byte by byte and whole", "[wire]") {
   Bytes payload = {1, 2, 3, 4, 5};
   Bytes frame = encode_frame(FrameType::kData, payload);
   REQUIRE(frame.size() == kFrameHeaderSize + payload.size());
-  // Little-endian header: "BGUA", version 1, type 6, length 5.
+  // Little-endian header: "BGUA", version 2, type 6, length 5.
   CHECK(frame[0] == 'B');
   CHECK(frame[1] == 'G');
   CHECK(frame[2] == 'U');
   CHECK(frame[3] == 'A');
-  CHECK(frame[4] == 1);
+  CHECK(frame[4] == 2);
   CHECK(frame[6] == 6);
   CHECK(frame[8] == 5);
 
@@ -166,13 +166,15 @@ TEST_CASE("join requests round-trip and are range-checked", "[wire]") {
   req.nranks = 4;
   req.config_hash = 0x1234;
   req.timeout_ms = 5000;
-  req.info = {"boot/ipc:1", "host", 77, "127.0.0.1:1000"};
+  req.info = {"boot/ipc:1", "host", 77, 4026531836u, "127.0.0.1:1000"};
   JoinRequest back = JoinRequest::decode(req.encode());
   CHECK(back.group_key == 42);
   CHECK(back.rank == 3);
   CHECK(back.nranks == 4);
   CHECK(back.config_hash == 0x1234);
   CHECK(back.info.host_id == "boot/ipc:1");
+  CHECK(back.info.pid == 77);
+  CHECK(back.info.pid_namespace == 4026531836u);
   CHECK(back.info.listen_addr == "127.0.0.1:1000");
 
   JoinRequest bad = req;
@@ -196,11 +198,12 @@ TEST_CASE("join requests round-trip and are range-checked", "[wire]") {
 TEST_CASE("job tables must list exactly the expected ranks", "[wire]") {
   JobTable table;
   table.comm_id = 99;
-  table.ranks = {{"a", "h0", 1, "127.0.0.1:1"}, {"b", "h1", 2, "127.0.0.1:2"}};
+  table.ranks = {{"a", "h0", 1, 10, "127.0.0.1:1"}, {"b", "h1", 2, 11, "127.0.0.1:2"}};
   JobTable back = JobTable::decode(table.encode(), 2);
   CHECK(back.comm_id == 99);
   REQUIRE(back.ranks.size() == 2);
   CHECK(back.ranks[1].hostname == "h1");
+  CHECK(back.ranks[1].pid_namespace == 11);
   CHECK_THROWS_AS(JobTable::decode(table.encode(), 3), Error);
 }
 

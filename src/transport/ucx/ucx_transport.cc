@@ -62,7 +62,8 @@ namespace {
 }
 }  // namespace
 
-UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_copy_bytes)
+UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_copy_bytes,
+                           bool host_peers_in_other_pid_namespaces)
     : rank_(rank), nranks_(nranks), single_copy_bytes_(single_copy_bytes), shared_before_(shared_mappings()) {
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
@@ -80,6 +81,8 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   // behind it: with the kernel's autotuned buffers (MBs) each round of a ring between hosts lost 1-2 ms at 1 Gbit/s
   // (docs/transport.md, "TCP send buffers"). 128K, which the kernel doubles, keeps that queue under 2 ms there.
   default_ucx_setting(config, "SNDBUF", "128K", "UCX_TCP_SNDBUF");
+  // UCX 1.13's sysv transport fails to connect processes in different PID namespaces (an endpoint timeout at init).
+  if (host_peers_in_other_pid_namespaces) default_ucx_setting(config, "TLS", "^sysv");
   // The eager limit of SendMode::kEager sends (UCX applies it while RNDV_THRESH is auto).
   default_ucx_setting(config, "RNDV_SEND_NBR_THRESH", std::to_string(kEagerMostBytes));
 

@@ -58,8 +58,10 @@ class UcxTransport : public Transport {
  public:
   // single_copy_bytes: messages at least this large between ranks of one host are read directly from the
   // sender's memory (once enable_single_copy is called), kEager ones only from kEagerSingleCopyMin. Must be the
-  // same on every rank.
-  UcxTransport(int rank, int nranks, int timeout_ms, size_t single_copy_bytes);
+  // same on every rank. host_peers_in_other_pid_namespaces: leave out UCX's sysv transport, which does not connect
+  // them (docs/transport.md, "PID namespaces"), unless UCX_TLS is set.
+  UcxTransport(int rank, int nranks, int timeout_ms, size_t single_copy_bytes,
+               bool host_peers_in_other_pid_namespaces = false);
   ~UcxTransport() override;
 
   Bytes local_address() override;
