@@ -43,6 +43,8 @@ SharedSegments::~SharedSegments() {
   close_descriptor();
 }
 
+// The pid alone: segments are mapped only once every rank passed the cross-memory probe, which requires one PID
+// namespace (docs/transport.md, "PID namespaces").
 Bytes SharedSegments::descriptor() const {
   Writer w;
   w.u32(static_cast<uint32_t>(getpid()));

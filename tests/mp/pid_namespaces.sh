@@ -7,7 +7,7 @@
 set -uo pipefail
 run=$1 program=$2
 for p in "$run" "$program"; do [ -x "$p" ] || { echo "FAIL: $p is not built"; exit 1; }; done
-unshare --pid --fork --mount-proc true 2>/dev/null || { echo "pid_namespaces: unshare --pid is not permitted; skipping"; exit 77; }
+unshare --pid --fork --kill-child --mount-proc true 2>/dev/null || { echo "pid_namespaces: unshare --pid is not permitted; skipping"; exit 77; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 # Without UCX_TLS: bagua leaves out UCX's sysv transport, which does not connect them (docs/transport.md).
@@ -15,7 +15,7 @@ unset UCX_TLS
 export BAGUA_LOG_LEVEL=debug
 for memory in host device; do
   if [ $memory = device ]; then export BAGUA_DEVICE_STANDIN=1; fi
-  if ! "$run" -n 2 unshare --pid --fork --mount-proc "$program" matrix $([ $memory = device ] && echo device) \
+  if ! "$run" -n 2 unshare --pid --fork --kill-child --mount-proc "$program" matrix $([ $memory = device ] && echo device) \
       > "$dir/$memory.log" 2>&1; then
     grep -v DEBUG "$dir/$memory.log" | tail -20
     echo "FAIL: the matrix on $memory memory, ranks in separate PID namespaces"

@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
 
 #include "base/deadline.h"
 #include "base/env.h"
@@ -435,8 +434,7 @@ void UcxTransport::check(Transfer& transfer) {
 // A random word and where it lives, with the pid and its PID namespace: a pid names a process only within its
 // namespace (in another, often this process itself, whose memory at that address must not pass for the peer's).
 Bytes UcxTransport::single_copy_probe_blob() {
-  std::random_device random;
-  probe_word_ = (static_cast<uint64_t>(random()) << 32) ^ random() ^ reinterpret_cast<uintptr_t>(this);
+  probe_word_ = random_word() ^ reinterpret_cast<uintptr_t>(this);
   Writer w;
   w.u64(process_key());
   w.u64(reinterpret_cast<uintptr_t>(&probe_word_));
