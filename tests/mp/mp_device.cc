@@ -604,6 +604,9 @@ int blocked(bagua_comm_t comm) {
     r.upload(stream);
     b.upload(stream);
     sync(stream);
+    // The ranks start together: the uploads of 200 ms copies had left one rank a second behind under TSan, and its
+    // peer's watchdog (BAGUA_TIMEOUT=2) then counted that second too.
+    MP_OK(bagua_barrier(comm, nullptr));
     bagua_request_t req = nullptr;
     auto start = Clock::now();
     MP_OK(bagua_iallreduce(r.dev, r.dev, r.host.size(), BAGUA_INT64, BAGUA_SUM, comm, &req));
