@@ -1,6 +1,6 @@
 // bagua_kernels_perf: CPU kernel throughput on one core. One row per kernel and size:
 //   kernel, bytes (input), GB/s (bytes read + written per second), pct_of_copy (that traffic over a memcpy of
-//   the same input measured in the same run).
+//   the same input, timed in alternation with the kernel: the machine's noise then moves both alike).
 //   bagua_kernels_perf [-b minbytes] [-e maxbytes] [-n iterations]
 #include <getopt.h>
 
@@ -21,16 +21,32 @@ using namespace bagua;
 
 namespace {
 
-double median_seconds(int iterations, const std::function<void()>& body) {
-  body();  // warm up (page faults, caches)
-  std::vector<double> times;
+double seconds(const std::function<void()>& body) {
+  auto start = std::chrono::steady_clock::now();
+  body();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Timing {
+  double body_s;  // median time of the body
+  double copy_s;  // median time of the memcpy timed between its runs
+};
+
+// The body and the reference memcpy, alternately (each warmed up once: page faults, caches).
+Timing median_seconds(int iterations, const std::function<void()>& body, const std::function<void()>& copy) {
+  body();
+  copy();
+  std::vector<double> body_times, copy_times;
   for (int i = 0; i < iterations; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    body();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    copy_times.push_back(seconds(copy));
+    body_times.push_back(seconds(body));
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return {median(body_times), median(copy_times)};
 }
 
 }  // namespace
@@ -61,33 +77,34 @@ int main(int argc, char** argv) {
     std::normal_distribution<float> dist(0.0f, 1.0f);
     for (auto& v : x) v = dist(rng);
     std::vector<float> copy_dst(n);
-    double copy_s = median_seconds(iterations, [&] { std::memcpy(copy_dst.data(), x.data(), bytes); });
-    double copy_gbps = 2.0 * bytes / copy_s / 1e9;
-    auto row = [&](const std::string& name, double traffic, double seconds) {
-      double gbps = traffic / seconds / 1e9;
+    auto copy = [&] { std::memcpy(copy_dst.data(), x.data(), bytes); };
+    auto row = [&](const std::string& name, double traffic, Timing t) {
+      double gbps = traffic / t.body_s / 1e9, copy_gbps = 2.0 * bytes / t.copy_s / 1e9;
       std::printf("%-26s %12zu %9.2f %11.0f%%\n", name.c_str(), bytes, gbps, 100.0 * gbps / copy_gbps);
     };
-    row("memcpy", 2.0 * bytes, copy_s);
-    double s =
-        median_seconds(iterations, [&] { reduce_from(y.data(), x.data(), acc.data(), n, BAGUA_FLOAT32, BAGUA_SUM); });
-    row("reduce_sum_f32", 3.0 * bytes, s);
+    row("memcpy", 2.0 * bytes, median_seconds(iterations, copy, copy));
+    row("reduce_sum_f32", 3.0 * bytes,
+        median_seconds(
+            iterations, [&] { reduce_from(y.data(), x.data(), acc.data(), n, BAGUA_FLOAT32, BAGUA_SUM); }, copy));
     {
       std::vector<float> error(n, 0.0f);
       std::vector<uint8_t> q(sign_compressed_bytes(n, 1024));
-      double es = median_seconds(iterations, [&] { sign_compress(x.data(), n, 1024, error.data(), q.data()); });
+      Timing es = median_seconds(
+          iterations, [&] { sign_compress(x.data(), n, 1024, error.data(), q.data()); }, copy);
       row("sign_ef", static_cast<double>(3 * bytes + q.size()), es);  // reads x and e, writes e and the bits
     }
     for (int bits : {8, 4, 2, 1}) {
       MinMaxFormat f{bits, 1024};
       std::vector<uint8_t> q(minmax_compressed_bytes(n, f));
-      double qs =
-          median_seconds(iterations, [&] { minmax_compress(x.data(), BAGUA_FLOAT32, n, f, RoundingKey{}, q.data()); });
+      Timing qs = median_seconds(
+          iterations, [&] { minmax_compress(x.data(), BAGUA_FLOAT32, n, f, RoundingKey{}, q.data()); }, copy);
       row("quantize_minmax" + std::to_string(bits), static_cast<double>(bytes + q.size()), qs);
       RoundingKey stochastic{true, 7, 1, 0, 0};
-      double ss =
-          median_seconds(iterations, [&] { minmax_compress(x.data(), BAGUA_FLOAT32, n, f, stochastic, q.data()); });
+      Timing ss = median_seconds(
+          iterations, [&] { minmax_compress(x.data(), BAGUA_FLOAT32, n, f, stochastic, q.data()); }, copy);
       row("quantize_stochastic_minmax" + std::to_string(bits), static_cast<double>(bytes + q.size()), ss);
-      double ds = median_seconds(iterations, [&] { minmax_decompress_accumulate(q.data(), n, f, acc.data()); });
+      Timing ds = median_seconds(
+          iterations, [&] { minmax_decompress_accumulate(q.data(), n, f, acc.data()); }, copy);
       row("dequantize_acc_minmax" + std::to_string(bits), static_cast<double>(q.size() + 2 * bytes), ds);
     }
   }
