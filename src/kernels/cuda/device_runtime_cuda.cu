@@ -116,6 +116,38 @@ int device_of_stream(DeviceStream stream) {
   return device;
 }
 
+// The library's stream-ordered pool on a device (scratch of calls that compute on the caller's stream, lpdec's and
+// the quantized state's device blocks). Unlike the device's default pool it never makes an allocation wait for a free
+// on another stream (cudaMemPoolReuseAllowInternalDependencies = 0, enabled by default): a call's scratch must not
+// be ordered behind another stream that waits at one of the library's gates. It reuses memory whose free has
+// completed, or was freed on the same stream, as the default pool does. Null where no pool could be made: the
+// default pool then.
+cudaMemPool_t library_pool(int device) {
+  static std::mutex mutex;
+  static std::map<int, cudaMemPool_t> pools;  // made once per device, kept for the process
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = pools.find(device); it != pools.end()) return it->second;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaMemPool_t pool = nullptr;
+  if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
+    cudaGetLastError();
+    pool = nullptr;
+  } else {
+    int no = 0;
+    if (cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no) != cudaSuccess) {
+      cudaGetLastError();
+      ignore(cudaMemPoolDestroy(pool));
+      pool = nullptr;
+    }
+  }
+  if (pool == nullptr) BAGUA_DEBUG("device {}: no memory pool of the library's own; using the default pool", device);
+  pools[device] = pool;
+  return pool;
+}
+
 bool event_done(cudaEvent_t event, const char* what) {
   RelaxedCapture relaxed;
   cudaError_t err = cudaEventQuery(event);
@@ -340,14 +372,17 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void* alloc_device_async(size_t bytes, DeviceStream stream) override {
     RelaxedCapture relaxed;
-    DeviceGuard on(device_of_stream(stream));
+    const int device = device_of_stream(stream);
+    DeviceGuard on(device);
     void* p = nullptr;
-    cudaError_t err = cudaMallocAsync(&p, bytes ? bytes : 1, static_cast<cudaStream_t>(stream));
+    const cudaMemPool_t pool = library_pool(device);
+    cudaError_t err = pool ? cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, pool, static_cast<cudaStream_t>(stream))
+                           : cudaMallocAsync(&p, bytes ? bytes : 1, static_cast<cudaStream_t>(stream));
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       return nullptr;
     }
-    check(err, "cudaMallocAsync");
+    check(err, pool ? "cudaMallocFromPoolAsync" : "cudaMallocAsync");
     return p;
   }
   void free_device_async(void* ptr, DeviceStream stream) override {
