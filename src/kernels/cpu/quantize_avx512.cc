@@ -52,15 +52,15 @@ inline __m512i draws16_any(__m512i key, uint32_t first) {
                           _mm512_set1_epi32(0xffff));
 }
 
-// Conversions of sixteen elements. Nearest: rint(s), ties to even; s >= 0 and at most the top code, since
+// Conversions of sixteen elements, in the current rounding mode as the portable loop's rint (nearest even by
+// default, which the CUDA kernels always use). Nearest: rint(s); s >= 0 and at most the top code, since
 // s <= (max - min) * ((2^b - 1) / (max - min)) rounds to no more than 2^b - 1. Stochastic with draws r: the fixed-point
 // sum rint(s * 2^16) + r, whose bits 16 and up are the code (stochastic_code) before clamping; `scale` then folds
 // 2^16 into inv_step (exact: the caller checks that it is finite). A NaN s (step 0 after an overflowing range)
 // converts to INT_MIN, which every path below turns into code 0.
 template <bool Stochastic>
 inline __m512i convert16(__m512 x, __m512 vmin, __m512 scale, __m512i r) {
-  __m512i v = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_sub_ps(x, vmin), scale),
-                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_sub_ps(x, vmin), scale));  // the current mode, as rint
   if constexpr (Stochastic) v = _mm512_add_epi32(v, r);
   return v;
 }

@@ -116,36 +116,50 @@ int device_of_stream(DeviceStream stream) {
   return device;
 }
 
-// The library's stream-ordered pool on a device (scratch of calls that compute on the caller's stream, lpdec's and
-// the quantized state's device blocks). Unlike the device's default pool it never makes an allocation wait for a free
-// on another stream (cudaMemPoolReuseAllowInternalDependencies = 0, enabled by default): a call's scratch must not
-// be ordered behind another stream that waits at one of the library's gates. It reuses memory whose free has
-// completed, or was freed on the same stream, as the default pool does. Null where no pool could be made: the
-// default pool then.
-cudaMemPool_t library_pool(int device) {
-  static std::mutex mutex;
-  static std::map<int, cudaMemPool_t> pools;  // made once per device, kept for the process
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = pools.find(device); it != pools.end()) return it->second;
-  cudaMemPoolProps props{};
-  props.allocType = cudaMemAllocationTypePinned;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = device;
-  cudaMemPool_t pool = nullptr;
-  if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
-    cudaGetLastError();
-    pool = nullptr;
-  } else {
+// The library's stream-ordered pools, one per device (scratch of calls that compute on the caller's stream, lpdec's,
+// a qstate's and asynchronous averaging's device blocks). Unlike the device's default pool they never make an
+// allocation wait for a free on another stream (cudaMemPoolReuseAllowInternalDependencies = 0, enabled by default):
+// a call's scratch must not be ordered behind another stream that waits at one of the library's gates. They reuse
+// memory whose free has completed, or was freed on the same stream, as the default pool does. A pool is made with
+// the device's kernels, before any of the library's gates parks a stream.
+class LibraryPools {
+ public:
+  // Null where no pool could be made: the default pool then.
+  cudaMemPool_t get(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = pools_.find(device); it != pools_.end()) return it->second;
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
     int no = 0;
-    if (cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no) != cudaSuccess) {
+    if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
+      cudaGetLastError();
+      pool = nullptr;
+    } else if (cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no) != cudaSuccess) {
       cudaGetLastError();
       ignore(cudaMemPoolDestroy(pool));
       pool = nullptr;
     }
+    if (pool == nullptr) BAGUA_DEBUG("device {}: no memory pool of the library's own; using the default pool", device);
+    pools_[device] = pool;
+    return pool;
   }
-  if (pool == nullptr) BAGUA_DEBUG("device {}: no memory pool of the library's own; using the default pool", device);
-  pools[device] = pool;
-  return pool;
+  // After a failure other than running out of memory (a reset device, say): the next call makes a new one.
+  void forget(int device, cudaMemPool_t pool) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = pools_.find(device); it != pools_.end() && it->second == pool) pools_.erase(it);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int, cudaMemPool_t> pools_;  // kept for the process
+};
+
+LibraryPools& library_pools() {
+  static LibraryPools* pools = new LibraryPools;  // never destroyed: allocations may come during exit
+  return *pools;
 }
 
 bool event_done(cudaEvent_t event, const char* what) {
@@ -375,14 +389,24 @@ class CudaRuntime final : public DeviceRuntime {
     const int device = device_of_stream(stream);
     DeviceGuard on(device);
     void* p = nullptr;
-    const cudaMemPool_t pool = library_pool(device);
-    cudaError_t err = pool ? cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, pool, static_cast<cudaStream_t>(stream))
-                           : cudaMallocAsync(&p, bytes ? bytes : 1, static_cast<cudaStream_t>(stream));
+    const size_t size = bytes ? bytes : 1;
+    if (const cudaMemPool_t pool = library_pools().get(device)) {
+      const cudaError_t err = cudaMallocFromPoolAsync(&p, size, pool, static_cast<cudaStream_t>(stream));
+      if (err == cudaSuccess) return p;
+      // Out of memory in the library's pool: the default pool may hold free memory (a user's cudaMallocAsync,
+      // PyTorch's cudaMallocAsync backend) that this pool cannot take. Any other failure: a new pool next time.
+      cudaGetLastError();
+      if (err != cudaErrorMemoryAllocation) library_pools().forget(device, pool);
+      BAGUA_DEBUG("device {}: cudaMallocFromPoolAsync of {} bytes: {}; trying the default pool", device, size,
+                  cudaGetErrorString(err));
+      p = nullptr;
+    }
+    const cudaError_t err = cudaMallocAsync(&p, size, static_cast<cudaStream_t>(stream));
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       return nullptr;
     }
-    check(err, pool ? "cudaMallocFromPoolAsync" : "cudaMallocAsync");
+    check(err, "cudaMallocAsync");
     return p;
   }
   void free_device_async(void* ptr, DeviceStream stream) override {
@@ -584,6 +608,7 @@ class CudaRuntime final : public DeviceRuntime {
     cudaFuncAttributes attrs;
     cudaError_t err = cudaFuncGetAttributes(&attrs, write_timestamp_kernel);
     if (err != cudaSuccess) fail(BAGUA_ERR_CUDA, "loading the timestamp kernel: {}", cudaGetErrorString(err));
+    library_pools().get(device);  // made now, like the kernels, before a stream is parked
     loaded_.insert(device);  // (only once loaded: a failure is retried by the next call)
     if (device >= 0 && device < 64) loaded_mask_.fetch_or(uint64_t{1} << device, std::memory_order_release);
   }
