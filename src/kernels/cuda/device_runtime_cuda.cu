@@ -609,7 +609,7 @@ class CudaRuntime final : public DeviceRuntime {
     cudaError_t err = cudaFuncGetAttributes(&attrs, write_timestamp_kernel);
     if (err != cudaSuccess) fail(BAGUA_ERR_CUDA, "loading the timestamp kernel: {}", cudaGetErrorString(err));
     library_pools().get(device);  // made now, like the kernels, before a stream is parked
-    loaded_.insert(device);  // (only once loaded: a failure is retried by the next call)
+    loaded_.insert(device);       // (only once loaded: a failure is retried by the next call)
     if (device >= 0 && device < 64) loaded_mask_.fetch_or(uint64_t{1} << device, std::memory_order_release);
   }
   std::mutex loaded_mutex_;
