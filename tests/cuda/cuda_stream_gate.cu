@@ -7,8 +7,10 @@
 //   2. which work on another stream (copy engines, kernels) does not finish until the gate opens;
 //   3. whether a protocol that puts all of a call's device work on the caller's stream around the gate, signals
 //      through host-mapped words (cuStreamWriteValue32) and makes no CUDA call from the library's thread, completes.
-// Parts 1 and 2 are a report; part 3, and the copy kernel's exactness, decide the exit code. A thread that makes no
-// CUDA call opens every gate after a deadline, so the probe never hangs, whatever blocks. Output is unbuffered (a
+//   4. whether a stream-ordered allocation on another stream waits for a free queued behind the gate: the device's
+//      default pool (a report) and the library's own pool (DeviceRuntime::alloc_device_async, which must not).
+// Parts 1 and 2 are a report; parts 3 and 4, and the copy kernel's exactness, decide the exit code. A thread that makes
+// no CUDA call opens every gate after a deadline, so the probe never hangs, whatever blocks. Output is unbuffered (a
 // timeout keeps what was printed). Exits 77 (skip) without a CUDA device.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/device_runtime.h"
 
 namespace {
 
@@ -325,6 +328,54 @@ int main() {
     failures += ok ? 0 : 1;
   }
 
+  // ---- part 4: an allocation on our stream while a free of the same size waits behind the gate ----
+  // The block is freed on the parked stream, so its free completes only once the gate opens. An allocation on our
+  // stream that reused it through an internal dependency finishes only after that; one that takes other memory at
+  // once. Our stream then writes a word: polled, as in part 2, without a CUDA call.
+  std::printf("part 4: stream-ordered allocation on another stream while a free waits behind the gate\n");
+  bagua::DeviceRuntime& runtime = bagua::device_runtime();
+  struct PoolCase {
+    const char* name;
+    bool must_not_wait;
+    std::function<void*(cudaStream_t)> alloc;
+    std::function<void(void*, cudaStream_t)> free;
+  };
+  const PoolCase pools[] = {
+      {"default pool (cudaMallocAsync)", false,
+       [](cudaStream_t s) {
+         void* p = nullptr;
+         return cudaMallocAsync(&p, kBytes, s) == cudaSuccess ? p : nullptr;
+       },
+       [](void* p, cudaStream_t s) { cudaFreeAsync(p, s); }},
+      {"library pool (alloc_device_async)", true, [&](cudaStream_t s) { return runtime.alloc_device_async(kBytes, s); },
+       [&](void* p, cudaStream_t s) { runtime.free_device_async(p, s); }},
+  };
+  for (const PoolCase& pool : pools) {
+    void* parked_block = pool.alloc(bed.user);
+    cudaStreamSynchronize(bed.user);
+    Word done;
+    done.make();
+    char result = 'n';
+    void* ours_block = nullptr;
+    with_parked_stream(bed, kNothing, [&] {
+      pool.free(parked_block, bed.user);  // behind the gate
+      ours_block = pool.alloc(bed.ours);
+      bed.write_value(reinterpret_cast<CUstream>(bed.ours), done.device, 1, 0);
+      auto start = Clock::now();
+      while (ms_since(start) < kBlockedMs && done.load() == 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (done.load() != 0) result = 'y';
+    });
+    if (ours_block != nullptr) pool.free(ours_block, bed.ours);
+    cudaStreamSynchronize(bed.ours);
+    cudaFreeHost(const_cast<uint32_t*>(done.host));
+    const bool failed = parked_block == nullptr || ours_block == nullptr || (pool.must_not_wait && result != 'y');
+    std::printf("  %-34s %s%s\n", pool.name,
+                result == 'y' ? "did not wait for the gate" : "waited for the gate (reused the parked free)",
+                failed ? ": FAILED" : "");
+    failures += failed ? 1 : 0;
+  }
+
   // ---- the copy kernel at odd offsets and lengths, between device and mapped pinned memory ----
   std::vector<uint8_t> src(kBytes), got(kBytes);
   for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
@@ -350,6 +401,7 @@ int main() {
       ++failures;
     }
   }
-  std::printf("%s\n", failures ? "stream gate: FAILED" : "stream gate: part 3's protocol and the copy kernel work");
+  std::printf("%s\n", failures ? "stream gate: FAILED"
+                               : "stream gate: part 3's protocol, part 4's pool and the copy kernel work");
   return failures ? 1 : 0;
 }
