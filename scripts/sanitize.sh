@@ -18,7 +18,7 @@ case $mode in
   asan)
     flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
     # Multi-process tests of every kind of call, failure and relaxation, on 2 and 3 ranks.
-    tests='^(mp_collectives_2|mp_collectives_forced_3|mp_collectives_device_2|mp_collectives_mixed_3|mp_allreduce_[23]|mp_allreduce_large|mp_p2p_[23]|mp_init_[23]|mp_quantized_[23]|mp_quantized_rounds_3|mp_quantized_hier_4|mp_gossip_[23]|mp_gossip_hier_4|mp_scheduler_orders_2|mp_scheduler_errors_3|mp_scheduler_failure_3|mp_device_semantics_2|mp_device_relaxations_[23]|mp_device_failure|mp_device_failure_quantized_stream|mp_device_blocked_stream|mp_device_ipc_stream_3|mp_device_abort|mp_threads_init|mp_hostile_bootstrap|mp_mismatch_[23]|mp_trace_3|mp_missing_rank|mp_failures|mp_shrink)$'
+    tests='^(mp_collectives_2|mp_collectives_forced_3|mp_collectives_device_2|mp_collectives_mixed_3|mp_allreduce_[23]|mp_allreduce_large|mp_p2p_[23]|mp_init_[23]|mp_quantized_[23]|mp_quantized_rounds_3|mp_quantized_hier_4|mp_gossip_[23]|mp_gossip_hier_4|mp_scheduler_orders_2|mp_scheduler_errors_3|mp_scheduler_failure_3|mp_device_semantics_2|mp_device_relaxations_[23]|mp_device_failure|mp_device_failure_quantized_stream|mp_device_blocked_stream|mp_device_ipc_stream_3|mp_device_abort|mp_device_lagging_2|mp_threads_init|mp_hostile_bootstrap|mp_mismatch_[23]|mp_trace_3|mp_missing_rank|mp_failures|mp_shrink)$'
     targets=all
     labels="-L unit"
     export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0"

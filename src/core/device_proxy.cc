@@ -45,6 +45,18 @@ std::mutex g_stream_mutex;
 std::atomic<int> g_parked_gates{0};
 std::vector<StreamUse> g_stream_uses;  // entries are reused, never erased (indices stay valid)
 
+// Gate pages of destroyed communicators, each with its words' generations. A stream may reach a gate after the
+// communicator that released it is gone, so a page is never freed: a later communicator takes it over and goes on
+// counting from these generations. A word only grows, and such a stream's wait is met whenever it reads it.
+struct RetiredGatePage {
+  uint32_t* page;
+  std::vector<uint32_t> generations;
+};
+std::mutex g_retired_mutex;
+std::vector<RetiredGatePage> g_retired_gate_pages;
+// Idle staging blocks of destroyed communicators, freed once no stream of the process is parked on a gate.
+std::vector<void*> g_unfreed_blocks;
+
 }  // namespace
 
 bool is_legacy(DeviceStream s) { return s == nullptr || s == kLegacyStream; }
@@ -217,9 +229,36 @@ DeviceProxy::~DeviceProxy() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   caller_mappings_.reset();  // (after the drain: the calls that used them have ended)
-  for (auto& [bytes, ptr] : free_blocks_) runtime_.free_mapped(ptr);
-  if (!signals_kept_.load())  // else a stream may still write a word in them
-    for (uint32_t* page : gate_pages_) runtime_.free_mapped(page);
+  std::vector<void*> blocks;
+  for (auto& [bytes, ptr] : free_blocks_) blocks.push_back(ptr);
+  retire_pinned(std::move(blocks));
+  if (signals_kept_.load()) return;  // a stream may still write an older value into a word: the pages stay unused
+  std::lock_guard<std::mutex> lock(g_retired_mutex);
+  for (size_t p = 0; p < gate_pages_.size(); ++p) {
+    try {
+      RetiredGatePage retired{gate_pages_[p], {}};
+      retired.generations.assign(gate_generation_.begin() + p * kGateWordsPerPage,
+                                 gate_generation_.begin() + (p + 1) * kGateWordsPerPage);
+      g_retired_gate_pages.push_back(std::move(retired));
+    } catch (...) {  // out of memory: the page stays unused
+    }
+  }
+}
+
+void DeviceProxy::retire_pinned(std::vector<void*> blocks) {
+  {
+    std::lock_guard<std::mutex> lock(g_retired_mutex);
+    try {
+      if (gates_parked_anywhere()) {  // freeing pinned memory would wait for the parked streams
+        g_unfreed_blocks.insert(g_unfreed_blocks.end(), blocks.begin(), blocks.end());
+        return;
+      }
+      blocks.insert(blocks.end(), g_unfreed_blocks.begin(), g_unfreed_blocks.end());
+      g_unfreed_blocks.clear();
+    } catch (...) {  // out of memory: these are freed now (the others later)
+    }
+  }
+  for (void* p : blocks) runtime_.free_mapped(p);
 }
 
 void DeviceProxy::open_requested_mappings() {
@@ -249,24 +288,36 @@ StreamSignal DeviceProxy::take_signal() {
         return signal;
       }
     }
-    // A new page, allocated without the lock: the allocation may wait inside the driver (behind a thread whose
-    // pageable copy waits for a parked stream), and nothing that opens a gate may wait for it.
-    auto* page = static_cast<uint32_t*>(runtime_.alloc_mapped(kGateWordsPerPage * sizeof(uint32_t)));
-    if (page == nullptr) fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate a page of stream gates");
-    std::fill(page, page + kGateWordsPerPage, 0u);
+    // A page a destroyed communicator left, or a new one, allocated without the lock: the allocation may wait
+    // inside the driver (behind a thread whose pageable copy waits for a parked stream), and nothing that opens a
+    // gate may wait for it.
+    RetiredGatePage taken{nullptr, std::vector<uint32_t>(kGateWordsPerPage, 0)};
+    {
+      std::lock_guard<std::mutex> lock(g_retired_mutex);
+      if (!g_retired_gate_pages.empty()) {
+        taken = std::move(g_retired_gate_pages.back());
+        g_retired_gate_pages.pop_back();
+      }
+    }
+    if (taken.page == nullptr) {
+      taken.page = static_cast<uint32_t*>(runtime_.alloc_mapped(kGateWordsPerPage * sizeof(uint32_t)));
+      if (taken.page == nullptr) fail(BAGUA_ERR_SYSTEM, "out of memory: could not allocate a page of stream gates");
+      std::fill(taken.page, taken.page + kGateWordsPerPage, 0u);
+    }
     std::unique_lock<std::mutex> lock(mutex_);
     try {
       gate_pages_.reserve(gate_pages_.size() + 1);
       gate_generation_.reserve(gate_generation_.size() + kGateWordsPerPage);
       free_slots_.reserve(free_slots_.size() + kGateWordsPerPage);
     } catch (...) {
-      lock.unlock();  // (freeing pinned memory may wait for the device)
-      runtime_.free_mapped(page);
+      lock.unlock();
+      std::lock_guard<std::mutex> retired(g_retired_mutex);
+      g_retired_gate_pages.push_back(std::move(taken));  // (reserved by pop_back: cannot throw)
       throw;
     }
     const uint32_t first = static_cast<uint32_t>(gate_generation_.size());
-    gate_pages_.push_back(page);
-    gate_generation_.resize(gate_generation_.size() + kGateWordsPerPage, 0);
+    gate_pages_.push_back(taken.page);
+    gate_generation_.insert(gate_generation_.end(), taken.generations.begin(), taken.generations.end());
     for (uint32_t i = kGateWordsPerPage; i-- > 0;) free_slots_.push_back(first + i);
   }
 }

@@ -68,7 +68,7 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
       }
       if (!victims.empty()) {
         lock.unlock();
-        for (void* p : victims) runtime_.free_mapped(p);
+        retire_pinned(std::move(victims));
         lock.lock();
         continue;
       }

@@ -2,8 +2,10 @@
 // here, each stream is a thread running its work in order, events and stream waits are flags. It runs the device
 // data path's protocol (ordering, release, failure, abort, IPC mappings) where no GPU is. Device 0 is its only
 // device; BAGUA_STANDIN_GPU names it (default "standin-gpu-0"), so that ranks can play different GPUs,
-// BAGUA_STANDIN_IPC_FAILS=1 makes opening a peer's IPC handle fail, and BAGUA_STANDIN_COPY_US makes every copy take
-// at least that long (a step that read a staging piece before its copy arrived then reads stale bytes), and
+// BAGUA_STANDIN_IPC_FAILS=1 makes opening a peer's IPC handle fail, BAGUA_STANDIN_COPY_US makes every copy take
+// at least that long (a step that read a staging piece before its copy arrived then reads stale bytes),
+// BAGUA_STANDIN_WAIT_LAG_US makes a stream reach each stream wait that long after the work before it ended (a wait
+// that reads its word only after the call that enqueued it has returned), and
 // BAGUA_STANDIN_BLOCKING_COPIES=1 plays what a GPU driver did on the H200 (docs/cuda.md, "What a parked stream
 // blocks"): a copy to or from pageable memory (not device, alloc_mapped or IPC-mapped memory) returns only once its
 // stream has run it, and holds meanwhile a process-wide lock. The calls the device proxy makes during an operation
@@ -139,6 +141,15 @@ long copy_delay_us() {
   return delay_us;
 }
 
+// BAGUA_STANDIN_WAIT_LAG_US: how long a stand-in stream takes to reach each stream wait.
+long wait_lag_us() {
+  static const long lag_us = [] {
+    const char* text = env_get_nonempty("BAGUA_STANDIN_WAIT_LAG_US");
+    return text ? std::max(0L, std::atol(text)) : 0L;
+  }();
+  return lag_us;
+}
+
 // A copy as a stand-in stream runs it. Slow (BAGUA_STANDIN_COPY_US): the source is read when the copy starts and the
 // destination written when it ends, so that both a read of the destination too early and a write of the source after
 // the copy began show.
@@ -225,6 +236,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   void wait_value(DeviceStream stream, const volatile uint32_t* word, uint32_t value) override {
     DriverTurn turn;
     stream_of(stream)->enqueue([word, value] {
+      if (const long lag_us = wait_lag_us()) std::this_thread::sleep_for(std::chrono::microseconds(lag_us));
       while (!word_reached(word, value)) std::this_thread::sleep_for(std::chrono::microseconds(20));
     });
   }
@@ -262,22 +274,33 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   }
   void destroy_stream(DeviceStream) override {}  // its thread may still run; the object is leaked on purpose
 
+  // Pinned memory is mapped pages of its own, unmapped when freed: a stream that touches it afterwards faults, as
+  // a GPU reading freed pinned memory would.
   void* alloc_mapped(size_t bytes) override {
     DriverTurn turn;
-    void* p = std::malloc(bytes ? bytes : 1);
-    if (p != nullptr) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      mapped_blocks_[reinterpret_cast<uintptr_t>(p)] = bytes ? bytes : 1;
+    const size_t length = mapped_length(bytes);
+    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    try {
+      mapped_blocks_[reinterpret_cast<uintptr_t>(p)] = length;
+    } catch (...) {
+      munmap(p, length);
+      return nullptr;
     }
     return p;
   }
   void free_mapped(void* ptr) override {
     DriverTurn turn;
+    size_t length = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      mapped_blocks_.erase(reinterpret_cast<uintptr_t>(ptr));
+      auto it = mapped_blocks_.find(reinterpret_cast<uintptr_t>(ptr));
+      if (it == mapped_blocks_.end()) return;
+      length = it->second;
+      mapped_blocks_.erase(it);
     }
-    std::free(ptr);
+    munmap(ptr, length);
   }
   void* alloc_device(size_t bytes, int) override {
     DriverTurn turn;

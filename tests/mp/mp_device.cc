@@ -25,6 +25,9 @@
 //              starts steps before its input is all there and copies pieces out before its last step), exact:
 //              allreduce in and out of place and averaged, allgather, reduce-scatter, broadcast; with
 //              BAGUA_PIPELINED_STAGING=0, none is pipelined
+//   lagging    (BAGUA_STANDIN_WAIT_LAG_US, the proxy's path) a stream that reaches a call's gate only after the
+//              call's communicator was destroyed passes it, and a communicator made next takes over the gate pages;
+//              both calls are exact
 // Without bagua-run:
 //   threads    ranks as threads: two ranks on one stream are refused; a stream each works
 //   capture    a stream being captured into a CUDA graph is refused with no side effect (stand-in only)
@@ -1781,6 +1784,39 @@ int pipelined(bagua_comm_t comm) {
   return 0;
 }
 
+int lagging(bagua_comm_t comm) {
+  bagua_comm_t next = nullptr;
+  MP_OK(bagua_comm_split(comm, 0, g_rank, &next));  // (its proxy starts at its first device call)
+  void* stream = g_rt->create_stream(0);
+  DevBuf a(4099), b(8191);
+  for (size_t i = 0; i < a.host.size(); ++i) a.host[i] = g_rank + static_cast<int64_t>(i);
+  for (size_t i = 0; i < b.host.size(); ++i) b.host[i] = 3 * g_rank - static_cast<int64_t>(i);
+  a.upload(stream);
+  b.upload(stream);
+  sync(stream);
+  auto start = Clock::now();
+  MP_OK(bagua_allreduce(a.dev, a.dev, a.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+  MP_OK(bagua_comm_destroy(comm));  // the stream has not reached the call's gate yet
+  const double destroyed = since(start);
+  MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, next, stream));
+  a.download(stream);
+  b.download(stream);
+  sync(stream);
+  const double completed = since(start);
+  const int64_t n = g_size;
+  for (size_t i = 0; i < a.host.size(); ++i) MP_CHECK(a.host[i] == rank_sum() + n * static_cast<int64_t>(i));
+  for (size_t i = 0; i < b.host.size(); ++i) MP_CHECK(b.host[i] == 3 * rank_sum() - n * static_cast<int64_t>(i));
+  MP_OK(bagua_comm_destroy(next));
+  g_rt->destroy_stream(stream);
+  if (g_rank == 0)
+    std::printf(
+        "lagging stream: communicator destroyed after %.0f ms, the stream reached its gates after %.0f ms: "
+        "exact\n",
+        destroyed * 1e3, completed * 1e3);
+  MP_CHECK(destroyed < completed);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "semantics";
   // The relaxations mode checks quantization itself, at sizes below the full-precision size, and the phases' timing.
@@ -1809,6 +1845,7 @@ int main(int argc, char** argv) {
   if (mode == "limit") return limit(comm);
   if (mode == "blocked") return blocked(comm);
   if (mode == "turn") return turn(comm);
+  if (mode == "lagging") return lagging(comm);
   if (mode == "pipelined") {
     int rc = pipelined(comm);
     MP_OK(bagua_comm_destroy(comm));
