@@ -157,7 +157,8 @@ bagua_status_t bagua_lpdec_create(bagua_comm_t comm, size_t count, const bagua_c
     const size_t bytes = checked_bytes(count, BAGUA_FLOAT32, "count");
     const int device = device_of(initial, bytes, "initial");  // the replicas live where initial does
     c.check_usable();
-    if (device >= 0) device_runtime().synchronize(nullptr, c.config().timeout_ms);  // earlier work on initial
+    if (device >= 0)  // earlier work on initial: the legacy default stream of its device
+      device_runtime().on_device(device, [&] { device_runtime().synchronize(nullptr, c.config().timeout_ms); });
     auto made = std::make_unique<bagua_lpdec>();
     made->comm = comm;
     made->impl = std::make_unique<LowPrecisionDecentralized>(c, count, codec, initial, device);

@@ -78,6 +78,7 @@ class HostOnlyRuntime final : public DeviceRuntime {
   }
   void synchronize(DeviceStream, int) override { unavailable(); }
   void set_device(int) override {}
+  void on_device(int, const std::function<void()>& work) override { work(); }
   void enter_library_thread() override {}
 
  private:

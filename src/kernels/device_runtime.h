@@ -183,6 +183,9 @@ class DeviceRuntime {
   virtual void synchronize(DeviceStream stream, int timeout_ms) = 0;
   // Makes `device` current for this thread's next calls (the library's own threads only).
   virtual void set_device(int device) = 0;
+  // Runs `work` with `device` current on the calling thread, so that the legacy default stream (nullptr) there is
+  // that device's; the thread's own context comes back after.
+  virtual void on_device(int device, const std::function<void()>& work) = 0;
   // Called once by each library thread that touches CUDA: relaxed stream-capture mode, so that a user's
   // global-mode capture elsewhere does not fail our calls.
   virtual void enter_library_thread() = 0;

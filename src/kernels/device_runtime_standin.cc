@@ -500,6 +500,7 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     }
   }
   void set_device(int) override {}
+  void on_device(int, const std::function<void()>& work) override { work(); }  // (its one device)
   void enter_library_thread() override {}
 
   void run_on_stream(DeviceStream stream, std::function<void()> task) override {

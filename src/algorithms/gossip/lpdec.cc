@@ -179,7 +179,6 @@ void LowPrecisionDecentralized::step_on_device(float* x) {
   std::vector<uint8_t*> theirs;
   for (size_t k = 0; k < plan.receives.size(); ++k) theirs.push_back(theirs_bytes.data() + k * bytes);
   RoundingKey key{codec_.stochastic(), codec_.seed(), step, static_cast<uint32_t>(comm_.rank()), 0};
-  runtime.synchronize(nullptr, timeout);  // the caller's earlier work on x (legacy default stream)
   runtime.gossip_difference_async(device_diff_, x, device_self_, replicas.data(), w.replica.data(),
                                   static_cast<int>(replicas.size()), w.self, count_, stream_);
   runtime.compress_async(codec_.spec(), device_diff_, count_, device_error_, key, device_mine_, stream_);
@@ -212,16 +211,24 @@ void LowPrecisionDecentralized::step(float* x) {
   if (device_ < 0 && x_on_host) return lpdec_step(comm_, codec_, slice(), steps_++, x);
   if (device_ < 0) {  // host replicas, x on a device: a host image of x, stepped and copied back
     std::vector<float> staged(count_);
-    runtime.copy_async(staged.data(), x, bytes, nullptr);
-    runtime.synchronize(nullptr, timeout_ms_);
+    runtime.on_device(x_device, [&] {  // on the legacy default stream of x's device
+      runtime.copy_async(staged.data(), x, bytes, nullptr);
+      runtime.synchronize(nullptr, timeout_ms_);
+    });
     lpdec_step(comm_, codec_, slice(), steps_++, staged.data());
-    runtime.copy_async(x, staged.data(), bytes, nullptr);
-    runtime.synchronize(nullptr, timeout_ms_);
+    runtime.on_device(x_device, [&] {
+      runtime.copy_async(x, staged.data(), bytes, nullptr);
+      runtime.synchronize(nullptr, timeout_ms_);
+    });
     return;
   }
   if (!x_on_host && x_device != device_)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "x is on device {}, the replicas on device {}", x_device, device_);
-  if (!x_on_host) return step_on_device(x);
+  if (!x_on_host) {
+    // The caller's earlier work on x: the legacy default stream of its device, whichever device is current.
+    runtime.on_device(device_, [&] { runtime.synchronize(nullptr, timeout_ms_); });
+    return step_on_device(x);
+  }
   runtime.copy_async(device_x_, x, bytes, stream_);  // device replicas, x on the host: through a device copy
   step_on_device(device_x_);
   runtime.copy_async(x, device_x_, bytes, stream_);
@@ -238,20 +245,24 @@ void LowPrecisionDecentralized::copy_replica(int which, float* out) const {
   const int peer = peer_of(which);
   const size_t bytes = count_ * sizeof(float);
   DeviceRuntime& runtime = device_runtime();
+  int out_device = -1;
+  const bool out_on_host = runtime.memory_type(out, &out_device) == MemoryType::kHost;
   if (device_ >= 0) {
-    runtime.synchronize(nullptr, timeout_ms_);  // the caller's earlier work on out (legacy default stream)
+    // The caller's earlier work on out: the legacy default stream of its device.
+    if (!out_on_host) runtime.on_device(out_device, [&] { runtime.synchronize(nullptr, timeout_ms_); });
     runtime.copy_async(out, peer < 0 ? device_self_ : device_neighbours_.at(peer), bytes, stream_);
     runtime.synchronize(stream_, timeout_ms_);
     return;
   }
   const float* replica = peer < 0 ? self_.data() : neighbours_.at(peer).data();
-  int device = -1;
-  if (runtime.memory_type(out, &device) == MemoryType::kHost) {
+  if (out_on_host) {
     std::memcpy(out, replica, bytes);
     return;
   }
-  runtime.copy_async(out, replica, bytes, nullptr);  // ordered on the legacy default stream, as a step's copies
-  runtime.synchronize(nullptr, timeout_ms_);
+  runtime.on_device(out_device, [&] {  // on the legacy default stream of out's device, as a step's copies
+    runtime.copy_async(out, replica, bytes, nullptr);
+    runtime.synchronize(nullptr, timeout_ms_);
+  });
 }
 
 }  // namespace bagua

@@ -232,14 +232,20 @@ void BucketScheduler::register_tensors(const std::vector<void*>& tensors, const 
   if (config_.algorithm == BAGUA_BUCKET_LOW_PRECISION_DECENTRALIZED) {
     const size_t count = elements[BAGUA_FLOAT32];
     replica_self_.resize(count);
-    for (const Tensor& t : made) {
-      float* replica = replica_self_.data() + t.spec.state_offset;
-      if (stream_)
-        device_runtime().copy_async(replica, t.data, t.bytes, nullptr);  // after the caller's initialisation
-      else
-        std::memcpy(replica, t.data, t.bytes);
-    }
-    if (stream_) device_runtime().synchronize(nullptr, comm_->config().timeout_ms);
+    auto copy_replicas = [&] {
+      for (const Tensor& t : made) {
+        float* replica = replica_self_.data() + t.spec.state_offset;
+        if (stream_)
+          device_runtime().copy_async(replica, t.data, t.bytes, nullptr);  // after the caller's initialisation
+        else
+          std::memcpy(replica, t.data, t.bytes);
+      }
+      if (stream_) device_runtime().synchronize(nullptr, comm_->config().timeout_ms);
+    };
+    if (stream_)
+      device_runtime().on_device(device_, copy_replicas);  // the legacy default stream of the tensors' device
+    else
+      copy_replicas();
     if (config_.compression.error_feedback) replica_error_.assign(count, 0.0f);
     LpdecSlice all;
     all.count = count;

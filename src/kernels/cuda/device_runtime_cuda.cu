@@ -580,6 +580,10 @@ class CudaRuntime final : public DeviceRuntime {
     RelaxedCapture relaxed;
     check(cudaSetDevice(device), "cudaSetDevice");
   }
+  void on_device(int device, const std::function<void()>& work) override {
+    DeviceGuard on(device);
+    work();
+  }
   void enter_library_thread() override {
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     cudaThreadExchangeStreamCaptureMode(&mode);
