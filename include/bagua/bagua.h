@@ -273,8 +273,8 @@ BAGUA_API bagua_status_t bagua_wait(bagua_request_t req);
  * All take device memory too (docs/cuda.md): bagua_quantized_allreduce and bagua_neighbor_allreduce as the
  * collectives do (stream-ordered; a qstate's calls belong on one stream; the quantized allreduce compresses on
  * the device and keeps a qstate's error feedback in device memory); bagua_lpdec_* synchronously,
- * ordered on the legacy default stream of their buffer's device; asynchronous averaging on its own stream, under the
- * lock. */
+ * ordered on the legacy default stream of their buffers' (or replicas') device; asynchronous averaging on its own
+ * stream, under the lock. */
 
 /* Quantized allreduce: scatter-reduce-allgather where what crosses the wire is compressed. */
 typedef enum BAGUA_ENUM_BASE {

@@ -54,8 +54,10 @@ struct RetiredGatePage {
 };
 std::mutex g_retired_mutex;
 std::vector<RetiredGatePage> g_retired_gate_pages;
-// Idle staging blocks of destroyed communicators, freed once no stream of the process is parked on a gate.
-std::vector<void*> g_unfreed_blocks;
+// Idle pinned staging blocks, by size, that a communicator let go (destroyed, or making room under its limit) while a
+// stream of the process was parked on a gate: a new block of any communicator takes one that fits, and the rest are
+// freed once none is parked.
+std::multimap<size_t, void*> g_unfreed_blocks;
 
 }  // namespace
 
@@ -229,9 +231,7 @@ DeviceProxy::~DeviceProxy() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   caller_mappings_.reset();  // (after the drain: the calls that used them have ended)
-  std::vector<void*> blocks;
-  for (auto& [bytes, ptr] : free_blocks_) blocks.push_back(ptr);
-  retire_pinned(std::move(blocks));
+  retire_pinned(std::move(free_blocks_));
   if (signals_kept_.load()) return;  // a stream may still write an older value into a word: the pages stay unused
   std::lock_guard<std::mutex> lock(g_retired_mutex);
   for (size_t p = 0; p < gate_pages_.size(); ++p) {
@@ -245,20 +245,25 @@ DeviceProxy::~DeviceProxy() {
   }
 }
 
-void DeviceProxy::retire_pinned(std::vector<void*> blocks) {
+void DeviceProxy::retire_pinned(std::multimap<size_t, void*> blocks) noexcept {
   {
     std::lock_guard<std::mutex> lock(g_retired_mutex);
-    try {
-      if (gates_parked_anywhere()) {  // freeing pinned memory would wait for the parked streams
-        g_unfreed_blocks.insert(g_unfreed_blocks.end(), blocks.begin(), blocks.end());
-        return;
-      }
-      blocks.insert(blocks.end(), g_unfreed_blocks.begin(), g_unfreed_blocks.end());
-      g_unfreed_blocks.clear();
-    } catch (...) {  // out of memory: these are freed now (the others later)
+    if (gates_parked_anywhere()) {     // freeing pinned memory would wait for the parked streams
+      g_unfreed_blocks.merge(blocks);  // (moves nodes: allocates nothing)
+      return;
     }
+    blocks.merge(g_unfreed_blocks);
   }
-  for (void* p : blocks) runtime_.free_mapped(p);
+  for (auto& [bytes, p] : blocks) runtime_.free_mapped(p);
+}
+
+std::pair<void*, size_t> DeviceProxy::take_unfreed_block(size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_retired_mutex);
+  auto it = g_unfreed_blocks.lower_bound(bytes);  // as an idle block: at most twice the size asked
+  if (it == g_unfreed_blocks.end() || it->first > 2 * bytes) return {nullptr, 0};
+  const std::pair<void*, size_t> block{it->second, it->first};
+  g_unfreed_blocks.erase(it);
+  return block;
 }
 
 void DeviceProxy::open_requested_mappings() {
@@ -312,7 +317,10 @@ StreamSignal DeviceProxy::take_signal() {
     } catch (...) {
       lock.unlock();
       std::lock_guard<std::mutex> retired(g_retired_mutex);
-      g_retired_gate_pages.push_back(std::move(taken));  // (reserved by pop_back: cannot throw)
+      try {
+        g_retired_gate_pages.push_back(std::move(taken));
+      } catch (...) {  // out of memory: the page stays unused (a lagging stream may still read a word in it)
+      }
       throw;
     }
     const uint32_t first = static_cast<uint32_t>(gate_generation_.size());

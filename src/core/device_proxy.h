@@ -489,9 +489,10 @@ class DeviceProxy {
   void run();
   // Whether a stream of any communicator of the process is parked on a gate (freeing pinned memory then waits).
   static bool gates_parked_anywhere();
-  // Frees pinned blocks and those that earlier calls kept, or keeps them all for a later call while a gate is
-  // parked anywhere.
-  void retire_pinned(std::vector<void*> blocks);
+  // Frees idle pinned blocks (size -> block) and those that earlier calls kept, or keeps them all while a gate is
+  // parked anywhere: a new block then takes one that fits (take_unfreed_block: block and size, or nullptr).
+  void retire_pinned(std::multimap<size_t, void*> blocks) noexcept;
+  static std::pair<void*, size_t> take_unfreed_block(size_t bytes);
   void finish(Entry& entry, bagua_status_t status, std::string error);
   void give_back(void* ptr, size_t bytes);
   // Opens the gate (stores value into word) before it takes any lock that a runtime call may hold: a thread

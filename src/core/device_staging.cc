@@ -56,13 +56,13 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
       // Idle blocks of other sizes fill the limit and no stream of the process waits on a gate: free them (outside
       // the lock; freeing pinned memory waits for the device), all but the fitting one. Leases of calls in an open
       // group do not stand in the way: their streams are parked only when the group ends.
-      std::vector<void*> victims;
+      std::multimap<size_t, void*> victims;
       for (auto block = free_blocks_.begin(); block != free_blocks_.end();) {
         if (fits && block == fitting) {
           ++block;
           continue;
         }
-        victims.push_back(block->second);
+        victims.emplace(block->first, block->second);
         pool_bytes_ -= block->first;
         block = free_blocks_.erase(block);
       }
@@ -119,6 +119,16 @@ void DeviceProxy::fill(StagingLease& lease) {
       return;
     }
     pool_bytes_ += lease.bytes_;  // within the limit: the room was kept
+  }
+  if (auto [block, bytes] = take_unfreed_block(lease.bytes_); block != nullptr) {  // one another call let go
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t grown = bytes - lease.bytes_;
+    pool_bytes_ += grown;
+    leased_bytes_ += grown;
+    submitted_bytes_ += grown;
+    lease.ptr_ = block;
+    lease.bytes_ = bytes;
+    return;
   }
   void* p = nullptr;
   try {

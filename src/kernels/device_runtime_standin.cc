@@ -274,20 +274,22 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
   }
   void destroy_stream(DeviceStream) override {}  // its thread may still run; the object is leaked on purpose
 
-  // Pinned memory is mapped pages of its own, unmapped when freed: a stream that touches it afterwards faults, as
-  // a GPU reading freed pinned memory would.
+  // A stream that touches pinned memory after it was freed faults, as a GPU reading freed pinned memory would: the
+  // pages are made inaccessible and their addresses never reused. Under AddressSanitizer, heap memory instead, whose
+  // reports also cover overruns.
   void* alloc_mapped(size_t bytes) override {
     DriverTurn turn;
+#ifdef __SANITIZE_ADDRESS__
+    const size_t length = bytes ? bytes : 1;
+    void* p = std::malloc(length);
+    if (p == nullptr) return nullptr;
+#else
     const size_t length = mapped_length(bytes);
     void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
+#endif
     std::lock_guard<std::mutex> lock(mutex_);
-    try {
-      mapped_blocks_[reinterpret_cast<uintptr_t>(p)] = length;
-    } catch (...) {
-      munmap(p, length);
-      return nullptr;
-    }
+    mapped_blocks_[reinterpret_cast<uintptr_t>(p)] = length;
     return p;
   }
   void free_mapped(void* ptr) override {
@@ -300,7 +302,13 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
       length = it->second;
       mapped_blocks_.erase(it);
     }
-    munmap(ptr, length);
+#ifdef __SANITIZE_ADDRESS__
+    (void)length;
+    std::free(ptr);
+#else
+    madvise(ptr, length, MADV_DONTNEED);  // the memory goes back; the addresses stay reserved
+    mprotect(ptr, length, PROT_NONE);
+#endif
   }
   void* alloc_device(size_t bytes, int) override {
     DriverTurn turn;
@@ -500,7 +508,10 @@ class StandinRuntime final : public DeviceRuntime, public StandinControl {
     }
   }
   void set_device(int) override {}
-  void on_device(int, const std::function<void()>& work) override { work(); }  // (its one device)
+  void on_device(int device, const std::function<void()>& work) override {
+    if (device != 0) fail(BAGUA_ERR_INTERNAL, "the stand-in has device 0 only, not {}", device);
+    work();
+  }
   void enter_library_thread() override {}
 
   void run_on_stream(DeviceStream stream, std::function<void()> task) override {

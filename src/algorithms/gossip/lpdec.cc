@@ -224,11 +224,9 @@ void LowPrecisionDecentralized::step(float* x) {
   }
   if (!x_on_host && x_device != device_)
     fail(BAGUA_ERR_INVALID_ARGUMENT, "x is on device {}, the replicas on device {}", x_device, device_);
-  if (!x_on_host) {
-    // The caller's earlier work on x: the legacy default stream of its device, whichever device is current.
-    runtime.on_device(device_, [&] { runtime.synchronize(nullptr, timeout_ms_); });
-    return step_on_device(x);
-  }
+  // The caller's earlier work: the legacy default stream of the replicas' device (x's), whichever is current.
+  runtime.on_device(device_, [&] { runtime.synchronize(nullptr, timeout_ms_); });
+  if (!x_on_host) return step_on_device(x);
   runtime.copy_async(device_x_, x, bytes, stream_);  // device replicas, x on the host: through a device copy
   step_on_device(device_x_);
   runtime.copy_async(x, device_x_, bytes, stream_);
@@ -248,8 +246,8 @@ void LowPrecisionDecentralized::copy_replica(int which, float* out) const {
   int out_device = -1;
   const bool out_on_host = runtime.memory_type(out, &out_device) == MemoryType::kHost;
   if (device_ >= 0) {
-    // The caller's earlier work on out: the legacy default stream of its device.
-    if (!out_on_host) runtime.on_device(out_device, [&] { runtime.synchronize(nullptr, timeout_ms_); });
+    // The caller's earlier work: the legacy default stream of out's device, or of the replicas' for host memory.
+    runtime.on_device(out_on_host ? device_ : out_device, [&] { runtime.synchronize(nullptr, timeout_ms_); });
     runtime.copy_async(out, peer < 0 ? device_self_ : device_neighbours_.at(peer), bytes, stream_);
     runtime.synchronize(stream_, timeout_ms_);
     return;
