@@ -54,6 +54,7 @@ struct RetiredGatePage {
 };
 std::mutex g_retired_mutex;
 std::vector<RetiredGatePage> g_retired_gate_pages;
+std::atomic<uint64_t> g_gate_pages_taken_over{0};
 // Idle pinned staging blocks, by size, that a communicator let go (destroyed, or making room under its limit) while a
 // stream of the process was parked on a gate: a new block of any communicator takes one that fits, and the rest are
 // freed once none is parked.
@@ -154,6 +155,8 @@ void StreamGate::release() {
 bool DeviceProxy::pipelined_staging() const { return comm_.config().pipelined_staging; }
 
 bool DeviceProxy::gates_parked_anywhere() { return g_parked_gates.load() != 0; }
+
+uint64_t DeviceProxy::gate_pages_taken_over() { return g_gate_pages_taken_over.load(); }
 
 DeviceProxy::DeviceProxy(Comm& comm) : comm_(comm), runtime_(device_runtime()) {
   DeviceRuntime* runtime = &runtime_;
@@ -302,6 +305,7 @@ StreamSignal DeviceProxy::take_signal() {
       if (!g_retired_gate_pages.empty()) {
         taken = std::move(g_retired_gate_pages.back());
         g_retired_gate_pages.pop_back();
+        g_gate_pages_taken_over.fetch_add(1);
       }
     }
     if (taken.page == nullptr) {

@@ -466,6 +466,8 @@ class DeviceProxy {
   uint64_t pipelined_calls() const { return pipelined_calls_.load(); }
   uint64_t early_output_pieces() const { return early_output_pieces_.load(); }
   uint64_t overlapped_steps() const { return overlapped_steps_.load(); }
+  // Gate pages that a communicator of the process took over from a destroyed one (counted for the tests).
+  static uint64_t gate_pages_taken_over();
   bool pipelined_staging() const;  // BAGUA_PIPELINED_STAGING
   // For a request's test or wait (any thread but the proxy's): whether it has completed. A request staged on its
   // caller's stream that waits for its output has it copied back here, on the proxy's copy stream of its device

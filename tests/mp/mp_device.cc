@@ -26,8 +26,8 @@
 //              allreduce in and out of place and averaged, allgather, reduce-scatter, broadcast; with
 //              BAGUA_PIPELINED_STAGING=0, none is pipelined
 //   lagging    (stand-in, BAGUA_STANDIN_WAIT_LAG_US, the proxy's path) a stream that reaches a call's gate only
-//              after the call's communicator was destroyed passes it, and a communicator made next takes over the
-//              gate pages; both calls are exact
+//              after the call's communicator was destroyed passes it, and a communicator made next takes over its
+//              gate page (counted); both calls are exact
 // Without bagua-run:
 //   threads    ranks as threads: two ranks on one stream are refused; a stream each works
 //   capture    a stream being captured into a CUDA graph is refused with no side effect (stand-in only)
@@ -1806,7 +1806,9 @@ int lagging(bagua_comm_t comm) {
   MP_OK(bagua_allreduce(a.dev, a.dev, a.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
   MP_OK(bagua_comm_destroy(comm));  // the stream has not reached the call's gate yet
   const double destroyed = since(start);
+  const uint64_t taken_before = DeviceProxy::gate_pages_taken_over();
   MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, next, stream));
+  const uint64_t taken = DeviceProxy::gate_pages_taken_over() - taken_before;
   a.download(stream);
   b.download(stream);
   sync(stream);
@@ -1818,9 +1820,10 @@ int lagging(bagua_comm_t comm) {
   g_rt->destroy_stream(stream);
   if (g_rank == 0)
     std::printf(
-        "lagging stream: communicator destroyed after %.0f ms, the stream reached its gates after %.0f ms: "
-        "exact\n",
-        destroyed * 1e3, completed * 1e3);
+        "lagging stream: communicator destroyed after %.0f ms, %llu gate page taken over, the stream reached its "
+        "gates after %.0f ms: exact\n",
+        destroyed * 1e3, static_cast<unsigned long long>(taken), completed * 1e3);
+  MP_CHECK(taken == 1);           // the second call's gate is on the destroyed communicator's page
   MP_CHECK(destroyed < lag);      // the communicator was gone before the stream reached the gate
   MP_CHECK(completed > 2 * lag);  // and the stream passed both gates, each after the lag
   return 0;
