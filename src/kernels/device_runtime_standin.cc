@@ -132,21 +132,21 @@ static_assert(sizeof(StandinIpcHandle) <= sizeof(IpcHandle));
 
 size_t mapped_length(size_t bytes) { return std::max<size_t>(4096, (bytes + 4095) & ~size_t{4095}); }
 
+// A duration in microseconds from the environment (0 when unset or negative).
+long env_microseconds(const char* name) {
+  const char* text = env_get_nonempty(name);
+  return text ? std::max(0L, std::atol(text)) : 0L;
+}
+
 // BAGUA_STANDIN_COPY_US: how long each copy (and each piece of late work) takes on a stand-in stream.
 long copy_delay_us() {
-  static const long delay_us = [] {
-    const char* text = env_get_nonempty("BAGUA_STANDIN_COPY_US");
-    return text ? std::max(0L, std::atol(text)) : 0L;
-  }();
+  static const long delay_us = env_microseconds("BAGUA_STANDIN_COPY_US");
   return delay_us;
 }
 
 // BAGUA_STANDIN_WAIT_LAG_US: how long a stand-in stream takes to reach each stream wait.
 long wait_lag_us() {
-  static const long lag_us = [] {
-    const char* text = env_get_nonempty("BAGUA_STANDIN_WAIT_LAG_US");
-    return text ? std::max(0L, std::atol(text)) : 0L;
-  }();
+  static const long lag_us = env_microseconds("BAGUA_STANDIN_WAIT_LAG_US");
   return lag_us;
 }
 
