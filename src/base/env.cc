@@ -32,6 +32,10 @@ constexpr EnvSetting kSettings[] = {
      "0: no cross-memory attach between ranks of a host (no single-copy, no direct allreduce, no shared-memory "
      "alltoall)",
      "user"},
+    {"BAGUA_IDLE_PROGRESS",
+     "0: no background thread progressing communicators between calls (a rank that waits elsewhere after a call "
+     "may then stall peers across hosts until it calls again; docs/transport.md)",
+     "user"},
     {"BAGUA_RING_SEGMENT", "bytes per segment of the pipelined ring allreduce (default 512K)", "user"},
     {"BAGUA_RING_WINDOW", "segments of the ring allreduce in flight at once (default 4)", "user"},
     {"BAGUA_SINGLE_COPY_MIN",

@@ -13,6 +13,7 @@
 #include "base/scratch_cache.h"
 #include "base/timed_lock.h"
 #include "core/device_proxy.h"
+#include "core/idle_progress.h"
 #include "core/tags.h"
 
 namespace bagua {
@@ -24,6 +25,7 @@ std::atomic<int> g_live_comms{0};
 Comm::Comm() { ++g_live_comms; }
 
 Comm::~Comm() {
+  idle_progress_remove(this);
   device_proxy_.reset();  // finishes (or aborts) device operations while the engine still runs
   {
     std::lock_guard<std::timed_mutex> lock(engine_mutex_);

@@ -80,6 +80,10 @@ class Comm {
   // says whether `op` finished; wait() blocks until it does. Both throw the operation's error. An operation
   // that makes no progress for the timeout fails with TIMEOUT, naming what it waits for.
   void start(Operation& op);
+  // One progress of the transport's own traffic, from the idle-progress thread (core/idle_progress.h), unless the
+  // engine ran since the caller last looked (*seen: the engine passes it saw then); true when it progressed. Needs
+  // no engine lock, so it also reaches a communicator whose thread waits in bagua_comm_split's exchange.
+  bool progress_transport_idle(uint64_t* seen) noexcept;
   // A pass over many operations (the device proxy's queue): the communicator is progressed, and the operations
   // ahead of an unwatched one are watched, once per pass rather than once per operation.
   struct TestPass {
@@ -176,6 +180,7 @@ class Comm {
 
   // Engine state, used by one thread at a time; abort() takes engine_mutex_ to tear down safely.
   std::timed_mutex engine_mutex_;
+  std::atomic<uint64_t> engine_passes_{0};  // progress_all calls, for the idle-progress thread
   std::vector<Operation*> active_;
   struct Watch {
     uint64_t events = 0;

@@ -29,6 +29,7 @@ void Comm::unwatch(Operation& op) {
 
 void Comm::progress_all() {
   if (!transport_ || poisoned()) return;
+  engine_passes_.store(engine_passes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   transport_->progress();
   for (size_t i = 0; i < active_.size(); ++i) {
     Operation* op = active_[i];
@@ -55,6 +56,17 @@ void Comm::progress_all() {
     retire(*active_[i]);
     active_.erase(active_.begin() + static_cast<long>(i));
   }
+}
+
+bool Comm::progress_transport_idle(uint64_t* seen) noexcept {
+  const uint64_t passes = engine_passes_.load(std::memory_order_relaxed);
+  if (passes != *seen) {  // its own engine ran since the last look: leave it to that
+    *seen = passes;
+    return false;
+  }
+  if (!transport_ || poisoned()) return false;  // (transport_ is set before, and kept until, removal)
+  transport_->progress_idle();
+  return true;
 }
 
 void Comm::check_health_throttled() {

@@ -53,6 +53,11 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_BIND='{}' must be 0 or 1", text);
     config.bind_numa = text[0] == '1';
   }
+  if (const char* text = env_get("BAGUA_IDLE_PROGRESS"); text && *text) {
+    if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
+      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_IDLE_PROGRESS='{}' must be 0 or 1", text);
+    config.idle_progress = text[0] == '1';
+  }
   if (const char* text = env_get("BAGUA_ALGO")) config.algo = text;
   if (const char* text = env_get("BAGUA_RING_SEGMENT"); text && *text) {
     char* end = nullptr;

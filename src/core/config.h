@@ -11,6 +11,8 @@ namespace bagua {
 struct Config {
   int timeout_ms = 30000;
   bool bind_numa = false;
+  // BAGUA_IDLE_PROGRESS: a background thread progresses the transport between calls (core/idle_progress.h)
+  bool idle_progress = true;
   std::string comm_name;
   std::string algo;                       // BAGUA_ALGO, used by algorithm selection
   size_t ring_segment_bytes = 512 << 10;  // BAGUA_RING_SEGMENT: pipelined ring message size

@@ -7,7 +7,8 @@
 //            memory kinds (with BAGUA_DEVICE_STANDIN=1), a count mismatch;
 //   split    bagua_comm_split (colors, keys, NOCOLOR) with the child used alongside its parent;
 //   groups   send/recv patterns inside bagua_group_start/end that would deadlock as blocking calls;
-//   turn     a call waiting for its turn behind a non-blocking alltoall that no one waits on still times out.
+//   turn     a call waiting for its turn behind a non-blocking alltoall that no one waits on still times out;
+//   handoff  calls on one communicator, each followed at once by a call on another (core/idle_progress.h).
 // Results are compared bit for bit with common/collective_oracle.h; guard bytes after every buffer must
 // stay untouched. For per-rank-count collectives the ~4M count is the total (4M / N per rank).
 // A second argument puts the matrix and forced cases on device memory: `device` (every rank) or `mixed` (odd
@@ -646,6 +647,70 @@ void large_allreduce(bagua_comm_t comm) {
                 std::getenv("BAGUA_ALGO") ? std::getenv("BAGUA_ALGO") : "auto");
 }
 
+// Calls on one communicator, each followed at once by a small allreduce on another: a rank that finished the first
+// call blocks in the second, which progresses only that communicator. Whatever the first call sent must still reach
+// its peers. Over TCP, UCX may hold a completed send's last bytes until its worker is progressed again, which the
+// idle-progress thread does (BAGUA_IDLE_PROGRESS=0 shows the stall). Patterns: a pipelined allreduce (whatever
+// BAGUA_ALGO says), a broadcast, and a send from rank 0 to the last rank, whose sender returns first, in one message
+// and in 4 KiB pieces; and every sixth round an allreduce followed by a split of the same communicator.
+void handoff(bagua_comm_t comm) {
+  bagua_comm_t other = nullptr;
+  MP_OK(bagua_comm_split(comm, 0, g_rank, &other));
+  const size_t count = (1 << 20) + 7;
+  std::vector<float> data(count);
+  const int rounds = 30;
+  auto value = [](int rank, int round, size_t i) { return static_cast<float>((rank + 1) * ((i + round) % 1024)); };
+  auto meet = [&] {
+    int32_t token = g_rank, total = 0;
+    MP_OK(bagua_allreduce(&token, &total, 1, BAGUA_INT32, BAGUA_SUM, comm, nullptr));
+    MP_CHECK(total == g_size * (g_size - 1) / 2);
+  };
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t i = 0; i < count; ++i) data[i] = value(g_rank, round, i);
+    MP_OK(bagua_allreduce(data.data(), data.data(), count, BAGUA_FLOAT32, BAGUA_SUM, other, nullptr));
+    meet();
+    const float factor = static_cast<float>(g_size * (g_size + 1) / 2);
+    for (size_t i = 0; i < count; ++i) MP_CHECK(data[i] == factor * static_cast<float>((i + round) % 1024));
+
+    for (size_t i = 0; i < count; ++i) data[i] = g_rank == 0 ? value(0, round, i) : 0.0f;
+    MP_OK(bagua_broadcast(data.data(), data.data(), count, BAGUA_FLOAT32, 0, other, nullptr));
+    meet();
+    for (size_t i = 0; i < count; ++i) MP_CHECK(data[i] == value(0, round, i));
+
+    const int last = g_size - 1;
+    if (g_rank == 0) {
+      for (size_t i = 0; i < count; ++i) data[i] = value(0, round + 1, i);
+      MP_OK(bagua_send(data.data(), count, BAGUA_FLOAT32, last, other, nullptr));
+    } else if (g_rank == last) {
+      MP_OK(bagua_recv(data.data(), count, BAGUA_FLOAT32, 0, other, nullptr));
+      for (size_t i = 0; i < count; ++i) MP_CHECK(data[i] == value(0, round + 1, i));
+    }
+    meet();
+
+    // Many small messages at once: the sender's calls complete as UCX takes each one, the last possibly in part.
+    const size_t piece = 4096 / sizeof(float), pieces = count / piece;
+    MP_OK(bagua_group_start());
+    for (size_t p = 0; p < pieces; ++p) {
+      if (g_rank == 0) MP_OK(bagua_send(&data[p * piece], piece, BAGUA_FLOAT32, last, other, nullptr));
+      if (g_rank == last) MP_OK(bagua_recv(&data[p * piece], piece, BAGUA_FLOAT32, 0, other, nullptr));
+    }
+    MP_OK(bagua_group_end());
+    if (g_rank == last)
+      for (size_t i = 0; i < pieces * piece; ++i) MP_CHECK(data[i] == value(0, round + 1, i));
+    meet();
+
+    // A split of the same communicator right after a call on it (the split holds its engine while it waits).
+    if (round % 6 == 5) {
+      MP_OK(bagua_allreduce(data.data(), data.data(), count, BAGUA_FLOAT32, BAGUA_MAX, other, nullptr));
+      bagua_comm_t child = nullptr;
+      MP_OK(bagua_comm_split(other, 0, g_rank, &child));
+      MP_OK(bagua_comm_destroy(child));
+    }
+  }
+  MP_OK(bagua_comm_destroy(other));
+  if (g_rank == 0) std::printf("handoff: %d rounds of 4 calls exact\n", rounds);
+}
+
 // Run with BAGUA_TIMEOUT=2 and BAGUA_ALGO=alltoall:shm, 2 ranks. Rank 0 starts a non-blocking alltoall that it does
 // not wait on, then a blocking one, which waits for its turn behind the first; rank 1 never calls. The first is
 // watched all the same: rank 0 gets TIMEOUT within the timeout and a margin, not a hang.
@@ -704,6 +769,8 @@ int main(int argc, char** argv) {
     large_allreduce(comm);
   } else if (mode == "shaped") {
     shaped(comm);
+  } else if (mode == "handoff") {
+    handoff(comm);
   } else if (mode == "turn") {
     turn(comm);
   }

@@ -48,7 +48,8 @@ bool shared_memory_allowed() {
 
 void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* peer = static_cast<UcxTransport::PeerState*>(arg);
-  if (peer->status == UCS_OK) peer->status = status;
+  ucs_status_t ok = UCS_OK;
+  peer->status.compare_exchange_strong(ok, status);  // (the first failure stays; any progressing thread)
   BAGUA_DEBUG("UCX endpoint to rank {} failed: {}", peer->rank, ucs_status_string(status));
 }
 
@@ -494,6 +495,12 @@ unsigned UcxTransport::progress() {
   return ucp_worker_progress(worker_);
 }
 
+unsigned UcxTransport::progress_idle() noexcept {
+  std::unique_lock<std::mutex> lock(idle_mutex_, std::try_to_lock);
+  if (!lock || closing_ || worker_ == nullptr) return 0;
+  return ucp_worker_progress(worker_);  // (the worker is thread-safe: UCS_THREAD_MODE_MULTI)
+}
+
 void UcxTransport::close_endpoints(bool graceful) {
   std::vector<ucs_status_ptr_t> closing;
   for (int peer = 0; peer < static_cast<int>(endpoints_.size()); ++peer) {
@@ -540,7 +547,10 @@ void UcxTransport::shutdown(bool graceful) {
     shut_down_ = true;
     return;
   }
-  closing_ = true;
+  {
+    std::lock_guard<std::mutex> lock(idle_mutex_);  // waits for an idle progress under way; none after
+    closing_ = true;
+  }
   // Cancel what is pending so that nothing lands in user memory after we return. Receives are cancelled
   // directly; a forced endpoint close completes the sends on it (a dead peer would never acknowledge them).
   for (Transfer* transfer : pending_.snapshot()) {

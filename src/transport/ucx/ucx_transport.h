@@ -9,7 +9,9 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "transport/shared_mappings.h"
@@ -73,6 +75,7 @@ class UcxTransport : public Transport {
   bool find_unmatched(uint64_t tag, uint64_t mask, uint64_t* sender_tag) override;
   void check(Transfer& transfer) override;
   unsigned progress() override;
+  unsigned progress_idle() noexcept override;
   void shutdown(bool graceful) override;
   const TransportCounters& counters() const override { return counters_; }
   void count_direct_traffic(uint64_t sent, uint64_t received) override {
@@ -88,7 +91,7 @@ class UcxTransport : public Transport {
   struct PeerState {
     UcxTransport* owner = nullptr;
     int rank = -1;
-    ucs_status_t status = UCS_OK;
+    std::atomic<ucs_status_t> status{UCS_OK};  // set by the error callback, on whichever thread progresses
   };
 
  private:
@@ -117,7 +120,8 @@ class UcxTransport : public Transport {
   PendingTransfers pending_;
   TransportCounters counters_;
   bool shut_down_ = false;
-  bool closing_ = false;  // shutdown in progress: requests are only collected, no new ones posted
+  bool closing_ = false;   // shutdown in progress: requests are only collected, no new ones posted
+  std::mutex idle_mutex_;  // progress_idle against shutdown (closing_ is set under it)
   std::vector<bool> single_copy_peers_;
   size_t single_copy_bytes_;
   std::vector<SharedMapping> shared_before_;  // the process's shared mappings before UCX made its own
