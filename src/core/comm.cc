@@ -88,7 +88,10 @@ void Comm::fail_everything(bagua_status_t status, const std::string& message) {
   active_.clear();
   watches_.clear();
   // Nothing may write into user buffers once the error is reported.
-  if (transport_) transport_->shutdown(false);
+  if (transport_) {
+    TransportLock transport(*this);
+    transport_->shutdown(false);
+  }
   if (config_.trace_size > 0 && !trace_written_.exchange(true)) {
     try {
       dump_trace({}, message);

@@ -81,8 +81,8 @@ class Comm {
   // that makes no progress for the timeout fails with TIMEOUT, naming what it waits for.
   void start(Operation& op);
   // One progress of the transport's own traffic, from the idle-progress thread (core/idle_progress.h), unless the
-  // engine ran since the caller last looked (*seen: the engine passes it saw then); true when it progressed. Needs
-  // no engine lock, so it also reaches a communicator whose thread waits in bagua_comm_split's exchange.
+  // engine ran since the caller last looked (*seen: the engine passes it saw then) or runs now; true when it
+  // progressed. Needs no engine lock, so it also reaches a communicator whose thread waits in bagua_comm_split.
   bool progress_transport_idle(uint64_t* seen) noexcept;
   // A pass over many operations (the device proxy's queue): the communicator is progressed, and the operations
   // ahead of an unwatched one are watched, once per pass rather than once per operation.
@@ -181,6 +181,17 @@ class Comm {
   // Engine state, used by one thread at a time; abort() takes engine_mutex_ to tear down safely.
   std::timed_mutex engine_mutex_;
   std::atomic<uint64_t> engine_passes_{0};  // progress_all calls, for the idle-progress thread
+  // Registered with the idle-progress thread (set before, never changed after).
+  bool idle_progress_ = false;
+  // Held by the engine's passes (start, test) and around the transport's shutdown when idle_progress_ is set; the
+  // idle-progress thread only tries it. Recursive: a pass may fail everything, which shuts the transport down.
+  std::recursive_mutex transport_mutex_;
+  struct TransportLock {
+    explicit TransportLock(Comm& comm) : lock(comm.transport_mutex_, std::defer_lock) {
+      if (comm.idle_progress_) lock.lock();
+    }
+    std::unique_lock<std::recursive_mutex> lock;
+  };
   std::vector<Operation*> active_;
   struct Watch {
     uint64_t events = 0;

@@ -330,7 +330,10 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   // Across hosts only: between ranks of one host UCX writes a message into the receiver's shared memory, or keeps
   // the send pending, so nothing is left behind a completed one. (Registered after the warm-up, which may leave
   // bytes behind as any call does.)
-  if (comm->nhosts() > 1 && config.idle_progress) idle_progress_add(comm.get());
+  if (comm->nhosts() > 1 && config.idle_progress && comm->transport_->thread_safe()) {
+    comm->idle_progress_ = true;
+    idle_progress_add(comm.get());
+  }
   const size_t prefaulted = comm->transport_->prefault_shared_memory();
   BAGUA_DEBUG("faulted in {} KiB of the transport's shared memory ahead of use", prefaulted >> 10);
   // Choosing the device runtime, and starting CUDA where the process already uses it, belong to init rather than

@@ -64,8 +64,11 @@ bool Comm::progress_transport_idle(uint64_t* seen) noexcept {
     *seen = passes;
     return false;
   }
-  if (!transport_ || poisoned()) return false;  // (transport_ is set before, and kept until, removal)
-  transport_->progress_idle();
+  // Never alongside the engine: UCX reads a request's completion without the worker's lock, so a request that
+  // completed on this thread could show a stale status to the engine's check.
+  std::unique_lock<std::recursive_mutex> lock(transport_mutex_, std::try_to_lock);
+  if (!lock || poisoned() || !transport_) return false;  // (a failure poisons before it shuts the transport down)
+  transport_->progress();
   return true;
 }
 
@@ -139,6 +142,7 @@ void Comm::check_stranded_messages(const Operation& op) {
 
 void Comm::start(Operation& op) {
   std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  TransportLock transport(*this);
   check_usable();
   check_stranded_messages(op);
   op.set_trace_id(recorder_.begin(op.kind(), op.description()));
@@ -150,6 +154,7 @@ void Comm::start(Operation& op) {
 
 bool Comm::test(Operation& op, TestPass* pass) {
   std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  TransportLock transport(*this);
   if (op.running()) {
     if (abort_requested_.load()) fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
     if (poisoned()) fail_everything(poison_status(), poison_message());  // marked by fail_now without the engine

@@ -1,10 +1,12 @@
 #include "core/idle_progress.h"
 
-#include <unistd.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -25,7 +27,7 @@ struct IdleProgress {
   bool stop = false;
   std::mutex lifecycle;  // starting and joining the thread
   std::unique_ptr<std::thread> thread;
-  pid_t thread_pid = 0;  // a forked child inherits the handle, not the thread
+  bool exiting = false;  // exit() has begun: no thread any more
 
   void run() {
     std::unique_lock<std::mutex> lock(mutex);
@@ -36,19 +38,41 @@ struct IdleProgress {
     }
   }
 
-  // In a forked child: the parent's thread and communicators are not this process's to touch.
-  void forget_parent() {
-    if (!thread || thread_pid == getpid()) return;
-    (void)thread.release();  // (joining or detaching another process's thread is undefined)
-    std::lock_guard<std::mutex> lock(mutex);
-    comms.clear();
-    seen.clear();
+  // Stops and joins the thread; lifecycle held.
+  void stop_thread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    wake.notify_all();
+    if (thread) thread->join();
+    thread.reset();
   }
 };
 
+std::atomic<IdleProgress*> g_state{nullptr};
+
+// Before the libraries' destructors (UCX's among them) run at exit, with communicators the program never destroyed.
+void stop_at_exit() {
+  IdleProgress& s = *g_state.load();
+  std::lock_guard<std::mutex> life(s.lifecycle);
+  s.exiting = true;
+  s.stop_thread();
+}
+
+// A forked child has the parent's state but not its thread, and its locks may have been held at the fork: start
+// afresh (the old state is left as it is).
+void forget_parent_after_fork() { g_state.store(new IdleProgress); }
+
 IdleProgress& state() {
-  static auto* s = new IdleProgress;  // never destroyed: communicators may outlive static destruction
-  return *s;
+  static const bool installed = [] {
+    g_state.store(new IdleProgress);  // never destroyed: see stop_at_exit
+    std::atexit(stop_at_exit);
+    pthread_atfork(nullptr, nullptr, forget_parent_after_fork);
+    return true;
+  }();
+  (void)installed;
+  return *g_state.load();
 }
 
 }  // namespace
@@ -56,7 +80,7 @@ IdleProgress& state() {
 void idle_progress_add(Comm* comm) {
   IdleProgress& s = state();
   std::lock_guard<std::mutex> life(s.lifecycle);
-  s.forget_parent();
+  if (s.exiting) return;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.comms.push_back(comm);
@@ -66,7 +90,6 @@ void idle_progress_add(Comm* comm) {
   if (s.thread) return;
   try {
     s.thread = std::make_unique<std::thread>([&s] { s.run(); });
-    s.thread_pid = getpid();
   } catch (const std::exception& e) {  // (no thread: calls still work; a stalled peer waits for this rank's next call)
     BAGUA_WARN("no idle-progress thread: {}", e.what());
   }
@@ -75,7 +98,6 @@ void idle_progress_add(Comm* comm) {
 void idle_progress_remove(Comm* comm) {
   IdleProgress& s = state();
   std::lock_guard<std::mutex> life(s.lifecycle);
-  s.forget_parent();
   {
     std::lock_guard<std::mutex> lock(s.mutex);  // waits for a pass under way
     auto it = std::find(s.comms.begin(), s.comms.end(), comm);
@@ -83,11 +105,8 @@ void idle_progress_remove(Comm* comm) {
     s.seen.erase(s.seen.begin() + (it - s.comms.begin()));
     s.comms.erase(it);
     if (!s.comms.empty()) return;
-    s.stop = true;
   }
-  s.wake.notify_all();
-  if (s.thread) s.thread->join();
-  s.thread.reset();
+  s.stop_thread();
 }
 
 }  // namespace bagua

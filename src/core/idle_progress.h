@@ -4,9 +4,10 @@
 // a later progress of that worker sends them. A rank that returned from a call and then waits elsewhere (on
 // another communicator, in another library, in its own compute) would stall the peers that need those bytes until
 // their timeout. One thread per process progresses every registered communicator's transport every
-// kIdleProgressIntervalMs, unless its own engine ran since the last look (Transport::progress_idle: UCX's worker
-// is thread-safe, and the engine's lock is not needed, so this also reaches a communicator whose own thread waits
-// in bagua_comm_split's exchange).
+// kIdleProgressIntervalMs, unless its own engine ran since the last look or runs now (Comm::transport_mutex_; the
+// engine's own lock is not needed, so this also reaches a communicator whose thread waits in bagua_comm_split).
+// Only thread-safe transports (a UCX built with thread support) take part. The thread is joined at exit, before the
+// libraries' destructors; a forked child starts without it.
 #pragma once
 
 namespace bagua {
@@ -16,7 +17,7 @@ class Comm;
 constexpr int kIdleProgressIntervalMs = 2;
 
 // Both from any thread. remove() returns once the thread no longer touches `comm`; the thread stops with the last
-// communicator and starts again with the next.
+// communicator and starts again with the next (but not once exit() has begun).
 void idle_progress_add(Comm* comm);
 void idle_progress_remove(Comm* comm);
 

@@ -98,10 +98,9 @@ class Transport {
   virtual bool find_unmatched(uint64_t tag, uint64_t mask, uint64_t* sender_tag) = 0;
   // Drives communication; returns how much happened (0 when idle).
   virtual unsigned progress() = 0;
-  // The same from a thread that does not hold the communicator's engine (core/idle_progress.h): only the
-  // transport's own sending and receiving, never a transfer's state; it does nothing once shutdown has begun, or
-  // while another such call is under way.
-  virtual unsigned progress_idle() noexcept { return 0; }
+  // Whether its library calls may come from several threads (UCX: a worker in UCS_THREAD_MODE_MULTI); the
+  // idle-progress thread (core/idle_progress.h) progresses only such transports.
+  virtual bool thread_safe() const { return false; }
 
   // Faults in, ahead of use, the shared memory that the transport will soon touch for the first time (a fault costs
   // microseconds inside an operation). Called once, after the connections are warmed up; returns the bytes.

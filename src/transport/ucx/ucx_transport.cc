@@ -104,6 +104,11 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
     context_ = nullptr;
     fail_ucx(status, "ucp_worker_create");
   }
+  // A UCX built without thread support (configure's --enable-mt) gives a single-threaded worker whatever was asked.
+  ucp_worker_attr_t attr{};
+  attr.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+  thread_safe_ = ucp_worker_query(worker_, &attr) == UCS_OK && attr.thread_mode == UCS_THREAD_MODE_MULTI;
+  if (!thread_safe_) BAGUA_DEBUG("this UCX gives single-threaded workers (built without --enable-mt)");
 }
 
 UcxTransport::~UcxTransport() { shutdown(false); }
@@ -495,12 +500,6 @@ unsigned UcxTransport::progress() {
   return ucp_worker_progress(worker_);
 }
 
-unsigned UcxTransport::progress_idle() noexcept {
-  std::unique_lock<std::mutex> lock(idle_mutex_, std::try_to_lock);
-  if (!lock || closing_ || worker_ == nullptr) return 0;
-  return ucp_worker_progress(worker_);  // (the worker is thread-safe: UCS_THREAD_MODE_MULTI)
-}
-
 void UcxTransport::close_endpoints(bool graceful) {
   std::vector<ucs_status_ptr_t> closing;
   for (int peer = 0; peer < static_cast<int>(endpoints_.size()); ++peer) {
@@ -547,10 +546,7 @@ void UcxTransport::shutdown(bool graceful) {
     shut_down_ = true;
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(idle_mutex_);  // waits for an idle progress under way; none after
-    closing_ = true;
-  }
+  closing_ = true;
   // Cancel what is pending so that nothing lands in user memory after we return. Receives are cancelled
   // directly; a forced endpoint close completes the sends on it (a dead peer would never acknowledge them).
   for (Transfer* transfer : pending_.snapshot()) {

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "transport/shared_mappings.h"
@@ -75,7 +74,7 @@ class UcxTransport : public Transport {
   bool find_unmatched(uint64_t tag, uint64_t mask, uint64_t* sender_tag) override;
   void check(Transfer& transfer) override;
   unsigned progress() override;
-  unsigned progress_idle() noexcept override;
+  bool thread_safe() const override { return thread_safe_; }
   void shutdown(bool graceful) override;
   const TransportCounters& counters() const override { return counters_; }
   void count_direct_traffic(uint64_t sent, uint64_t received) override {
@@ -120,8 +119,8 @@ class UcxTransport : public Transport {
   PendingTransfers pending_;
   TransportCounters counters_;
   bool shut_down_ = false;
-  bool closing_ = false;   // shutdown in progress: requests are only collected, no new ones posted
-  std::mutex idle_mutex_;  // progress_idle against shutdown (closing_ is set under it)
+  bool closing_ = false;      // shutdown in progress: requests are only collected, no new ones posted
+  bool thread_safe_ = false;  // the worker is UCS_THREAD_MODE_MULTI
   std::vector<bool> single_copy_peers_;
   size_t single_copy_bytes_;
   std::vector<SharedMapping> shared_before_;  // the process's shared mappings before UCX made its own
