@@ -25,7 +25,7 @@ std::atomic<int> g_live_comms{0};
 Comm::Comm() { ++g_live_comms; }
 
 Comm::~Comm() {
-  idle_progress_remove(this);
+  if (idle_progress_) idle_progress_remove(this);
   device_proxy_.reset();  // finishes (or aborts) device operations while the engine still runs
   {
     std::lock_guard<std::timed_mutex> lock(engine_mutex_);

@@ -60,15 +60,22 @@ void stop_at_exit() {
   s.stop_thread();
 }
 
-// A forked child has the parent's state but not its thread, and its locks may have been held at the fork: start
-// afresh (the old state is left as it is).
-void forget_parent_after_fork() { g_state.store(new IdleProgress); }
+// fork() waits for a pass under way, so that no transport lock or UCX worker lock is held by the thread, which a
+// child would inherit locked. The child has the parent's state but not its thread: it starts afresh (the old state is
+// left as it is).
+IdleProgress* g_forking = nullptr;
+void before_fork() {
+  g_forking = g_state.load();
+  g_forking->mutex.lock();
+}
+void after_fork_in_parent() { g_forking->mutex.unlock(); }
+void after_fork_in_child() { g_state.store(new IdleProgress); }
 
 IdleProgress& state() {
   static const bool installed = [] {
     g_state.store(new IdleProgress);  // never destroyed: see stop_at_exit
     std::atexit(stop_at_exit);
-    pthread_atfork(nullptr, nullptr, forget_parent_after_fork);
+    pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
     return true;
   }();
   (void)installed;

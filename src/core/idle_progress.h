@@ -6,8 +6,9 @@
 // their timeout. One thread per process progresses every registered communicator's transport every
 // kIdleProgressIntervalMs, unless its own engine ran since the last look or runs now (Comm::transport_mutex_; the
 // engine's own lock is not needed, so this also reaches a communicator whose thread waits in bagua_comm_split).
-// Only thread-safe transports (a UCX built with thread support) take part. The thread is joined at exit, before the
-// libraries' destructors; a forked child starts without it.
+// Only thread-safe transports (a UCX built with thread support) take part. The thread is joined by an atexit handler,
+// which glibc runs before the libraries' destructors (and at dlclose of this library); fork() waits for a pass under
+// way, and the child starts without the thread.
 #pragma once
 
 namespace bagua {
