@@ -12,6 +12,15 @@
 namespace bagua {
 
 namespace {
+// A 0/1 setting: left as it is when unset or empty, refused (naming it) when anything else.
+void read_flag(const char* name, bool* value) {
+  const char* text = env_get(name);
+  if (text == nullptr || *text == '\0') return;
+  if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
+    fail(BAGUA_ERR_INVALID_USAGE, "{}='{}' must be 0 or 1", name, text);
+  *value = text[0] == '1';
+}
+
 // FNV-1a: stable across builds and machines, unlike std::hash.
 uint64_t fnv1a(uint64_t hash, const void* data, size_t len) {
   const auto* bytes = static_cast<const unsigned char*>(data);
@@ -48,16 +57,8 @@ Config Config::from_env() {
     if (!parse_timeout_seconds(text, &config.timeout_ms))
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_TIMEOUT='{}' is not a positive number of seconds", text);
   }
-  if (const char* text = env_get("BAGUA_BIND"); text && *text) {
-    if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
-      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_BIND='{}' must be 0 or 1", text);
-    config.bind_numa = text[0] == '1';
-  }
-  if (const char* text = env_get("BAGUA_IDLE_PROGRESS"); text && *text) {
-    if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
-      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_IDLE_PROGRESS='{}' must be 0 or 1", text);
-    config.idle_progress = text[0] == '1';
-  }
+  read_flag("BAGUA_BIND", &config.bind_numa);
+  read_flag("BAGUA_IDLE_PROGRESS", &config.idle_progress);
   if (const char* text = env_get("BAGUA_ALGO")) config.algo = text;
   if (const char* text = env_get("BAGUA_RING_SEGMENT"); text && *text) {
     char* end = nullptr;
@@ -87,21 +88,13 @@ Config Config::from_env() {
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_IPC_CACHE_ENTRIES='{}' must be a count from 1 to 1000000", text);
     config.ipc_cache_entries = static_cast<size_t>(v);
   }
-  if (const char* text = env_get("BAGUA_PIPELINED_STAGING"); text && *text) {
-    if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
-      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_PIPELINED_STAGING='{}' must be 0 or 1", text);
-    config.pipelined_staging = text[0] == '1';
-  }
+  read_flag("BAGUA_PIPELINED_STAGING", &config.pipelined_staging);
   if (const char* text = env_get("BAGUA_DEVICE_DATA_PATH"); text && *text) {
     if (std::strcmp(text, "stream") != 0 && std::strcmp(text, "proxy") != 0)
       fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_DEVICE_DATA_PATH='{}' must be stream or proxy", text);
     config.device_path_on_stream = std::strcmp(text, "stream") == 0;
   }
-  if (const char* text = env_get("BAGUA_DEVICE_TIMING"); text && *text) {
-    if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
-      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_DEVICE_TIMING='{}' must be 0 or 1", text);
-    config.device_timing = text[0] == '1';
-  }
+  read_flag("BAGUA_DEVICE_TIMING", &config.device_timing);
   if (const char* text = env_get("BAGUA_INTER_HOST_GBPS"); text && *text) {
     char* end = nullptr;
     double v = std::strtod(text, &end);
@@ -119,11 +112,7 @@ Config Config::from_env() {
     config.trace_size = static_cast<size_t>(v);
   }
   if (const char* text = env_get("BAGUA_TRACE_DIR")) config.trace_dir = text;
-  if (const char* text = env_get("BAGUA_FINGERPRINT"); text && *text) {
-    if (std::strcmp(text, "0") != 0 && std::strcmp(text, "1") != 0)
-      fail(BAGUA_ERR_INVALID_USAGE, "BAGUA_FINGERPRINT='{}' must be 0 or 1", text);
-    config.fingerprints = text[0] == '1';
-  }
+  read_flag("BAGUA_FINGERPRINT", &config.fingerprints);
   if (const char* text = env_get("BAGUA_RING_WINDOW"); text && *text) {
     char* end = nullptr;
     long v = std::strtol(text, &end, 10);

@@ -16,6 +16,7 @@ using namespace bagua;
 namespace {
 const char* const kConfigNames[] = {"BAGUA_TIMEOUT",
                                     "BAGUA_BIND",
+                                    "BAGUA_IDLE_PROGRESS",
                                     "BAGUA_ALGO",
                                     "BAGUA_RING_SEGMENT",
                                     "BAGUA_SINGLE_COPY_MIN",

@@ -127,6 +127,26 @@ TEST_CASE("quantized byte counts: parsed, refused with the variable named, and a
   CHECK(Config::from_env().quantized_one_round_bytes == -1);
 }
 
+TEST_CASE("0/1 settings: unset or empty keep the default, anything else is refused with the variable named",
+          "[config]") {
+  for (const char* name : {"BAGUA_IDLE_PROGRESS", "BAGUA_BIND", "BAGUA_PIPELINED_STAGING", "BAGUA_FINGERPRINT"}) {
+    CAPTURE(name);
+    for (const char* bad : {"2", "yes", "01", " 1"}) {
+      setenv(name, bad, 1);
+      CHECK_THROWS_WITH(Config::from_env(), Catch::Contains(name) && Catch::Contains("must be 0 or 1"));
+    }
+    unsetenv(name);
+  }
+  CHECK(Config::from_env().idle_progress);
+  setenv("BAGUA_IDLE_PROGRESS", "", 1);
+  CHECK(Config::from_env().idle_progress);
+  setenv("BAGUA_IDLE_PROGRESS", "0", 1);
+  CHECK_FALSE(Config::from_env().idle_progress);
+  setenv("BAGUA_IDLE_PROGRESS", "1", 1);
+  CHECK(Config::from_env().idle_progress);
+  unsetenv("BAGUA_IDLE_PROGRESS");
+}
+
 TEST_CASE("the agreement hash follows BAGUA_ALGO", "[config]") {
   Config a, b;
   CHECK(a.agreement_hash() == b.agreement_hash());
