@@ -327,10 +327,12 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   comm->send_sequence_.assign(nranks, 0);
   comm->recv_sequence_.assign(nranks, 0);
   comm->warm_up(deadline);
-  // Across hosts only: between ranks of one host UCX writes a message into the receiver's shared memory, or keeps
-  // the send pending, so nothing is left behind a completed one. (Registered after the warm-up, which may leave
-  // bytes behind as any call does.)
-  if (comm->nhosts() > 1 && config.idle_progress && comm->transport_->thread_safe()) {
+  // Across hosts, and on one host where an endpoint runs over the network anyway (UCX_TLS=tcp): through shared
+  // memory UCX writes a message into the receiver's memory, or keeps the send pending, so nothing is left behind a
+  // completed one. (Registered after the warm-up, which settles the endpoints' transports and may leave bytes
+  // behind as any call does.)
+  if (config.idle_progress && comm->transport_->thread_safe() &&
+      (comm->nhosts() > 1 || comm->transport_->sends_may_linger())) {
     comm->idle_progress_ = true;
     idle_progress_add(comm.get());
   }

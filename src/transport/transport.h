@@ -101,6 +101,10 @@ class Transport {
   // Whether its library calls may come from several threads (UCX: a worker in UCS_THREAD_MODE_MULTI); the
   // idle-progress thread (core/idle_progress.h) progresses only such transports.
   virtual bool thread_safe() const { return false; }
+  // Whether a completed send may leave bytes, or a protocol reply, queued until a later progress() writes them out:
+  // true where an endpoint runs over a network transport (TCP, InfiniBand), between ranks of one host as well.
+  // Asked once, after the connections are warmed up (UCX may change an endpoint's transports until then).
+  virtual bool sends_may_linger() const { return false; }
 
   // Faults in, ahead of use, the shared memory that the transport will soon touch for the first time (a fault costs
   // microseconds inside an operation). Called once, after the connections are warmed up; returns the bytes.

@@ -8,7 +8,8 @@
 //   split    bagua_comm_split (colors, keys, NOCOLOR) with the child used alongside its parent;
 //   groups   send/recv patterns inside bagua_group_start/end that would deadlock as blocking calls;
 //   turn     a call waiting for its turn behind a non-blocking alltoall that no one waits on still times out;
-//   handoff  calls on one communicator, each followed at once by a call on another (core/idle_progress.h).
+//   handoff  calls on one communicator, each followed at once by a call on another (core/idle_progress.h); a third
+//            argument gives the rounds (default 30).
 // Results are compared bit for bit with common/collective_oracle.h; guard bytes after every buffer must
 // stay untouched. For per-rank-count collectives the ~4M count is the total (4M / N per rank).
 // A second argument puts the matrix and forced cases on device memory: `device` (every rank) or `mixed` (odd
@@ -653,12 +654,11 @@ void large_allreduce(bagua_comm_t comm) {
 // idle-progress thread does (BAGUA_IDLE_PROGRESS=0 shows the stall). Patterns: a pipelined allreduce (whatever
 // BAGUA_ALGO says), a broadcast, and a send from rank 0 to the last rank, whose sender returns first, in one message
 // and in 4 KiB pieces; and every sixth round an allreduce followed by a split of the same communicator.
-void handoff(bagua_comm_t comm) {
+void handoff(bagua_comm_t comm, int rounds) {
   bagua_comm_t other = nullptr;
   MP_OK(bagua_comm_split(comm, 0, g_rank, &other));
   const size_t count = (1 << 20) + 7;
   std::vector<float> data(count);
-  const int rounds = 30;
   auto value = [](int rank, int round, size_t i) { return static_cast<float>((rank + 1) * ((i + round) % 1024)); };
   auto meet = [&] {
     int32_t token = g_rank, total = 0;
@@ -770,7 +770,7 @@ int main(int argc, char** argv) {
   } else if (mode == "shaped") {
     shaped(comm);
   } else if (mode == "handoff") {
-    handoff(comm);
+    handoff(comm, argc > 3 ? std::atoi(argv[3]) : 30);
   } else if (mode == "turn") {
     turn(comm);
   }

@@ -81,6 +81,7 @@ class UcxTransport : public Transport {
     counters_.bytes_sent += sent;
     counters_.bytes_received += received;
   }
+  bool sends_may_linger() const override;
   std::string describe() const override;
   Bytes single_copy_probe_blob() override;
   bool single_copy_probe(const std::vector<Bytes>& blobs, const std::vector<bool>& same_host) override;
