@@ -114,6 +114,8 @@ class Comm {
   void count_quantized_full_precision() { quantized_full_precision_.fetch_add(1, std::memory_order_relaxed); }
   // Whether every rank of each host can read and write its host peers' memory (agreed by all ranks at init).
   bool cross_memory() const { return cross_memory_; }
+  // Registered with the idle-progress thread at init (core/idle_progress.h).
+  bool idle_progress_registered() const { return idle_progress_; }
   // The ranks on this communicator's machine outnumber the cores they may use between them (the same on every
   // rank of a one-host communicator: computed from what every rank announced at init).
   bool ranks_outnumber_cores() const { return ranks_outnumber_cores_; }

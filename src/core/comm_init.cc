@@ -327,14 +327,15 @@ std::unique_ptr<Comm> Comm::form(int rank, const JobTable& table, Socket listene
   comm->send_sequence_.assign(nranks, 0);
   comm->recv_sequence_.assign(nranks, 0);
   comm->warm_up(deadline);
-  // Across hosts, and on one host where an endpoint runs over the network anyway (UCX_TLS=tcp): through shared
-  // memory UCX writes a message into the receiver's memory, or keeps the send pending, so nothing is left behind a
-  // completed one. (Registered after the warm-up, which settles the endpoints' transports and may leave bytes
-  // behind as any call does.)
+  // Across hosts, and on one host where an endpoint carries messages over the network anyway (UCX_TLS=tcp):
+  // through shared memory UCX writes a message into the receiver's memory, or keeps the send pending, so nothing is
+  // left behind a completed one. (Endpoints made from worker addresses keep the transports chosen when they were
+  // made. Registered after the warm-up, which may leave bytes behind as any call does.)
   if (config.idle_progress && comm->transport_->thread_safe() &&
       (comm->nhosts() > 1 || comm->transport_->sends_may_linger())) {
     comm->idle_progress_ = true;
     idle_progress_add(comm.get());
+    if (comm->nhosts() == 1) BAGUA_DEBUG("progressed between calls: an endpoint carries messages over the network");
   }
   const size_t prefaulted = comm->transport_->prefault_shared_memory();
   BAGUA_DEBUG("faulted in {} KiB of the transport's shared memory ahead of use", prefaulted >> 10);

@@ -1,85 +1,225 @@
-// Which of a communicator's endpoints may leave a completed send's last bytes behind (UcxTransport::sends_may_linger,
-// which decides whether a one-host communicator registers with the idle-progress thread): two real UCX workers of
-// this process, connected to each other, over shared memory and over TCP. Also: a UCX_TLS that leaves TCP out draws
-// no UCX warning about bagua's TCP settings.
-#include <catch2/catch.hpp>
+// What UCX 1.13 says only in text (transport/ucx/ucx_text.h): which UCX_TLS values let TCP and shared memory in, and
+// which endpoint descriptions may leave a completed send's last bytes behind. Canned lines first, then real UCX
+// workers of this process connected to each other, then communicators of 2 ranks as threads: one over TCP registers
+// with the idle-progress thread, one over shared memory does not. Also: a UCX_TLS that leaves TCP out draws no UCX
+// warning about bagua's TCP settings.
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "api/api_guard.h"
+#include "core/comm.h"
+#include "transport/ucx/ucx_text.h"
 #include "transport/ucx/ucx_transport.h"
 
 using namespace bagua;
 
 namespace {
 
-// Two transports of one job of 2 ranks, each with endpoints to both, made while UCX_TLS is `tls` (unset if null).
-std::vector<std::unique_ptr<UcxTransport>> connected_pair(const char* tls) {
-  const char* before = std::getenv("UCX_TLS");
-  const std::string saved = before != nullptr ? before : "";
-  if (tls != nullptr)
-    setenv("UCX_TLS", tls, 1);
-  else
-    unsetenv("UCX_TLS");
-  std::vector<std::unique_ptr<UcxTransport>> pair;
-  for (int rank = 0; rank < 2; ++rank) pair.push_back(std::make_unique<UcxTransport>(rank, 2, 5000, size_t{1} << 20));
-  const std::vector<Bytes> addresses = {pair[0]->local_address(), pair[1]->local_address()};
-  for (auto& t : pair) t->connect(addresses);
-  if (before != nullptr)
-    setenv("UCX_TLS", saved.c_str(), 1);
-  else
-    unsetenv("UCX_TLS");
-  return pair;
+// Sets an environment variable (unsets it for null) for its lifetime, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* before = std::getenv(name);
+    had_ = before != nullptr;
+    if (had_) before_ = before;
+    if (value != nullptr)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_.c_str(), before_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, before_;
+  bool had_ = false;
+};
+
+// Sends stdout and stderr (UCX logs to stdout) to a temporary file for its lifetime; text() reads what came.
+class CapturedOutput {
+ public:
+  CapturedOutput() : file_(std::tmpfile()) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    saved_out_ = dup(1);
+    saved_err_ = dup(2);
+    if (file_ != nullptr) {
+      dup2(fileno(file_), 1);
+      dup2(fileno(file_), 2);
+    }
+  }
+  ~CapturedOutput() {
+    restore();
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  std::string text() {
+    restore();
+    std::string out;
+    if (file_ == nullptr) return "(no temporary file)";
+    std::rewind(file_);
+    for (int c; (c = std::fgetc(file_)) != EOF;) out.push_back(static_cast<char>(c));
+    return out;
+  }
+
+ private:
+  void restore() {
+    if (saved_out_ < 0) return;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    dup2(saved_out_, 1);
+    dup2(saved_err_, 2);
+    close(saved_out_);
+    close(saved_err_);
+    saved_out_ = saved_err_ = -1;
+  }
+  std::FILE* file_;
+  int saved_out_ = -1, saved_err_ = -1;
+};
+
+// Transports of one job of `ranks` ranks in this process, each with endpoints to all, made while UCX_TLS is `tls`.
+std::vector<std::unique_ptr<UcxTransport>> connected(const char* tls, int ranks = 2) {
+  ScopedEnv tls_setting("UCX_TLS", tls), log_level("UCX_LOG_LEVEL", "warn");
+  std::vector<std::unique_ptr<UcxTransport>> transports;
+  std::vector<Bytes> addresses;
+  for (int rank = 0; rank < ranks; ++rank) {
+    transports.push_back(std::make_unique<UcxTransport>(rank, ranks, 5000, size_t{1} << 20));
+    addresses.push_back(transports.back()->local_address());
+  }
+  for (auto& t : transports) t->connect(addresses);
+  return transports;
 }
 
-// What the process writes to stdout and stderr (UCX logs to stdout) while `make` runs.
-template <typename F>
-std::string output_of(F make) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::FILE* capture = std::tmpfile();
-  REQUIRE(capture != nullptr);
-  const int saved_out = dup(1), saved_err = dup(2);
-  dup2(fileno(capture), 1);
-  dup2(fileno(capture), 2);
-  make();
-  std::fflush(stdout);
-  std::fflush(stderr);
-  dup2(saved_out, 1);
-  dup2(saved_err, 2);
-  close(saved_out);
-  close(saved_err);
-  std::string text;
-  std::rewind(capture);
-  for (int c; (c = std::fgetc(capture)) != EOF;) text.push_back(static_cast<char>(c));
-  std::fclose(capture);
-  return text;
-}
+const char* const kSysvEndpoint = R"(# endpoint to rank 1
+#
+# UCP endpoint 
+#
+#               peer: <no debug data>
+#                 lane[0]:  3:sysv/memory.0 md[2]           -> md[2]/sysv/sysdev[255] am am_bw#0 keepalive
+#
+#                tag_send: 0..<egr/short>..93..<egr/bcopy>..8256..<rndv>..(inf)
+#                  rma_bw: mds rndv_rkey_size 9
+)";
+const char* const kTcpEndpoint = R"(# endpoint to rank 1
+#
+# UCP endpoint 
+#
+#                 lane[0]:  0:tcp/lo.0 md[0]                -> md[0]/tcp/sysdev[255] am am_bw#0 keepalive wireup
+#
+#                tag_send: 0..<egr/short>..8184..<egr/zcopy>..19240..<rndv>..(inf)
+)";
 
 }  // namespace
 
-TEST_CASE("endpoints over shared memory leave nothing behind a completed send; over TCP they may", "[transport]") {
+TEST_CASE("UCX_TLS: which values let TCP and shared memory in (UCX 1.13's rules)", "[transport]") {
+  auto tcp = [](const char* tls) { return ucx_tls_allows(tls, {"tcp"}); };
+  auto mm = [](const char* tls) { return ucx_tls_allows(tls, {"posix", "sysv", "xpmem"}, {"mm", "sm", "shm"}); };
+  CHECK(tcp(nullptr));
+  CHECK(tcp(""));
+  CHECK(tcp("all"));
+  CHECK(tcp("tcp"));
+  CHECK(tcp("sm,tcp"));
+  CHECK(tcp("\\tcp"));
+  CHECK(tcp("sm,tcp:aux"));
+  CHECK(tcp("^sm"));
+  CHECK_FALSE(tcp("sm"));
+  CHECK_FALSE(tcp("self,sysv"));
+  CHECK_FALSE(tcp("^tcp"));
+  CHECK_FALSE(tcp("^sm,tcp"));
+  CHECK_FALSE(tcp("tcpx"));
+  CHECK(mm("sm"));
+  CHECK(mm("shm"));
+  CHECK(mm("mm"));
+  CHECK(mm("self,posix"));
+  CHECK(mm("^sysv"));  // posix stays
+  CHECK(mm("^tcp"));
+  CHECK_FALSE(mm("tcp"));
+  CHECK_FALSE(mm("\\sm"));  // strict: the name only, and no transport is called "sm"
+  CHECK_FALSE(mm("^sm"));
+  CHECK_FALSE(mm("^mm,tcp"));
+  CHECK_FALSE(mm("^posix,sysv,xpmem"));
+}
+
+TEST_CASE("endpoint descriptions: which lanes may leave a completed send's bytes behind", "[transport]") {
+  CHECK_FALSE(lanes_may_linger(""));  // one rank: no endpoint to a peer
+  CHECK_FALSE(lanes_may_linger("UCX transport (shut down)"));
+  CHECK_FALSE(lanes_may_linger(kSysvEndpoint));
+  CHECK(lanes_may_linger(kTcpEndpoint));
+  CHECK(lanes_may_linger(std::string(kSysvEndpoint) + kTcpEndpoint));
+  const std::string header = "# UCP endpoint\n";
+  // Shared memory for messages, InfiniBand for RDMA only (a receiver-driven get, no bytes left at the sender).
+  CHECK_FALSE(lanes_may_linger(header +
+                               "#  lane[0]:  3:posix/memory.0 md[2] -> md[2]/posix/sysdev[255] am am_bw#0 keepalive\n"
+                               "#  lane[1]: 12:rc_mlx5/mlx5_0:1.0 md[4] -> md[4]/ib/sysdev[255] rma_bw#0\n"));
+  CHECK(lanes_may_linger(header + "#  lane[0]: 101:rc_mlx5/mlx5_0:1.0 md[4] -> md[4]/ib/sysdev[255] am am_bw#0 wireup"
+                                  "{ud_mlx5/mlx5_0:1}\n"));
+  CHECK(lanes_may_linger(header + "#  lane[0]:  5:ud_verbs/mlx5_0:1.0 md[4] -> md[4]/ib/sysdev[255] tag_offload\n"));
+  CHECK_FALSE(lanes_may_linger(header + "#  lane[0]: cm rdmacm\n"
+                                        "#  lane[1]:  3:sysv/memory.0 md[2] -> md[2]/sysv/sysdev[255] am keepalive\n"));
+  CHECK_FALSE(lanes_may_linger(header + "#  lane[0]:  1:cuda_ipc/cuda.0 md[1] -> md[1]/cuda_ipc/sysdev[0] am_bw#1\n"));
+  // Text that cannot be read, or endpoints with no lane, count as may.
+  CHECK(lanes_may_linger(header + "#  lane[0]: something new\n"));
+  CHECK(lanes_may_linger(header + "#  lane[0]:  0:tcp\n#  next line/with a slash -> am\n"));
+  CHECK(lanes_may_linger(header));
+}
+
+TEST_CASE("real endpoints over shared memory leave nothing behind a completed send; over TCP they may", "[transport]") {
   SECTION("shared memory (UCX_TLS=sm), without a warning about the TCP settings") {
-    std::vector<std::unique_ptr<UcxTransport>> pair;
-    const std::string warnings = output_of([&] { pair = connected_pair("sm"); });
+    CapturedOutput output;
+    auto pair = connected("sm");
+    const std::string warnings = output.text();
+    INFO(warnings);
     CHECK(warnings.find("invalid configuration") == std::string::npos);
     INFO(pair[0]->describe());
     CHECK_FALSE(pair[0]->sends_may_linger());
     CHECK_FALSE(pair[1]->sends_may_linger());
   }
-  SECTION("TCP (UCX_TLS=tcp)") {
-    auto pair = connected_pair("tcp");
+  SECTION("TCP (UCX_TLS=tcp), without a warning about the shared-memory settings") {
+    CapturedOutput output;
+    auto pair = connected("tcp");
+    const std::string warnings = output.text();
+    INFO(warnings);
+    CHECK(warnings.find("invalid configuration") == std::string::npos);
     INFO(pair[0]->describe());
     CHECK(pair[0]->sends_may_linger());
     CHECK(pair[1]->sends_may_linger());
   }
-  SECTION("a shut-down transport describes no lane, which counts as may") {
-    auto pair = connected_pair("sm");
+  SECTION("one rank, or a transport shut down: nothing to progress") {
+    auto one = connected("tcp", 1);
+    CHECK_FALSE(one[0]->sends_may_linger());
+    auto pair = connected("tcp");
     pair[0]->shutdown(false);
-    CHECK(pair[0]->sends_may_linger());
+    CHECK_FALSE(pair[0]->sends_may_linger());
+  }
+}
+
+TEST_CASE("a one-host communicator over TCP registers with the idle-progress thread, over shared memory not",
+          "[transport]") {
+  for (const char* tls : {"tcp", "sm"}) {
+    ScopedEnv tls_setting("UCX_TLS", tls), idle("BAGUA_IDLE_PROGRESS", nullptr);
+    bagua_unique_id_t id;
+    REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
+    bagua_comm_t comms[2] = {nullptr, nullptr};
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r) ranks.emplace_back([&, r] { bagua_comm_init_rank(&comms[r], 2, id, r); });
+    for (auto& t : ranks) t.join();
+    INFO("UCX_TLS=" << tls);
+    REQUIRE(comms[0] != nullptr);
+    REQUIRE(comms[1] != nullptr);
+    const bool over_tcp = std::string(tls) == "tcp";
+    CHECK(comms[0]->impl->nhosts() == 1);
+    CHECK(comms[0]->impl->idle_progress_registered() == over_tcp);
+    CHECK(comms[1]->impl->idle_progress_registered() == over_tcp);
+    for (bagua_comm_t c : comms) CHECK(bagua_comm_destroy(c) == BAGUA_SUCCESS);
   }
 }

@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <initializer_list>
 
 #include "base/deadline.h"
 #include "base/env.h"
@@ -15,6 +14,7 @@
 #include "base/logging.h"
 #include "base/process_identity.h"
 #include "transport/cross_memory.h"
+#include "transport/ucx/ucx_text.h"
 
 namespace bagua {
 
@@ -29,25 +29,6 @@ void default_ucx_setting(ucp_config_t* config, const char* name, const std::stri
   if (env_get(variable.c_str()) != nullptr) return;
   ucs_status_t status = ucp_config_modify(config, name, value.c_str());
   if (status != UCS_OK) BAGUA_WARN("could not set {}={}: {}", variable, value, ucs_status_string(status));
-}
-
-// Whether UCX_TLS lets in a transport that any of `names` selects ("all" always does).
-bool ucx_tls_allows(std::initializer_list<const char*> names) {
-  const char* tls = env_get("UCX_TLS");
-  if (tls == nullptr || *tls == '\0' || tls[0] == '^') return true;  // all, or all but an exclusion list
-  std::string list = tls;
-  std::vector<const char*> wanted(names);
-  wanted.push_back("all");
-  for (const char* name : wanted) {
-    size_t at = 0;
-    while ((at = list.find(name, at)) != std::string::npos) {
-      bool starts = at == 0 || list[at - 1] == ',';
-      size_t end = at + std::strlen(name);
-      if (starts && (end == list.size() || list[end] == ',')) return true;
-      at = end;
-    }
-  }
-  return false;
 }
 
 void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -74,9 +55,11 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   if (status != UCS_OK) fail_ucx(status, "ucp_config_read");
   // Peer error handling normally drops shared memory; MM_ERROR_HANDLING keeps it (docs/transport.md). UCX warns
   // about the setting when UCX_TLS leaves out every shared-memory transport, so only set it when one is in.
-  if (ucx_tls_allows({"sm", "shm", "mm", "sysv", "posix"})) default_ucx_setting(config, "MM_ERROR_HANDLING", "y");
+  const char* tls = env_get("UCX_TLS");
+  if (ucx_tls_allows(tls, {"posix", "sysv", "xpmem"}, {"mm", "sm", "shm"}))
+    default_ucx_setting(config, "MM_ERROR_HANDLING", "y");
   // Likewise the TCP settings below, where UCX_TLS leaves TCP out (UCX_TLS=sm warned "invalid configuration").
-  const bool tcp = ucx_tls_allows({"tcp"});
+  const bool tcp = ucx_tls_allows(tls, {"tcp"});
   // UCX's 20 s keepalive is far longer than our timeouts.
   default_ucx_setting(config, "KEEPALIVE_INTERVAL", std::to_string(std::max(timeout_ms / 3, 100)) + "ms");
   // UCX 1.13 connects its TCP endpoints with a blocking connect() inside ucp_ep_create: to a host that drops
@@ -583,34 +566,8 @@ void UcxTransport::shutdown(bool graceful) {
   shut_down_ = true;
 }
 
-// UCX 1.13 names an endpoint's transports only in ucp_ep_print_info's text ("lane[0]:  0:tcp/lo.0 md[0] ...").
-// Transports that write into the receiver's memory, or keep the send pending, never leave bytes behind a completed
-// send; any other (tcp, rc_*, ud_*, dc_*), and text that names no lane at all, may.
-bool UcxTransport::sends_may_linger() const {
-  static const char* const kLocal[] = {"self",      "posix",    "sysv",     "xpmem",     "cma",      "knem",
-                                       "cuda_copy", "cuda_ipc", "gdr_copy", "rocm_copy", "rocm_ipc", "rocm_gdr"};
-  const std::string text = describe();
-  bool any_lane = false;
-  for (size_t at = text.find("lane["); at != std::string::npos; at = text.find("lane[", at + 1)) {
-    const size_t colon = text.find("]:", at);
-    if (colon == std::string::npos) break;
-    // "]:", spaces, the resource index and ':', then the transport name up to '/'
-    size_t name = text.find_first_not_of(" ", colon + 2);
-    if (name != std::string::npos) name = text.find(':', name);
-    if (name == std::string::npos) break;
-    const size_t slash = text.find('/', name + 1);
-    if (slash == std::string::npos) break;
-    const std::string transport = text.substr(name + 1, slash - name - 1);
-    any_lane = true;
-    bool local = false;
-    for (const char* l : kLocal) local = local || transport == l;
-    if (!local) {
-      BAGUA_DEBUG("an endpoint runs over {}: completed sends may leave bytes behind", transport);
-      return true;
-    }
-  }
-  return !any_lane;
-}
+// UCX 1.13 names an endpoint's transports only in ucp_ep_print_info's text (transport/ucx/ucx_text.h).
+bool UcxTransport::sends_may_linger() const { return lanes_may_linger(describe()); }
 
 std::string UcxTransport::describe() const {
   if (worker_ == nullptr) return "UCX transport (shut down)";
