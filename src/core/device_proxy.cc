@@ -616,6 +616,7 @@ void DeviceProxy::run() {
           auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.op.get() == op; });
           entry = std::move(*it);
           entries_.erase(it);
+          ++entries_finished_;
         }
         finish(entry, status, error);
         heartbeat();

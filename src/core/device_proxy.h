@@ -381,9 +381,10 @@ class DeviceProxy {
   void check_stream(DeviceStream stream) const;
   // Room for `bytes` of staging under BAGUA_DEVICE_MEMORY_LIMIT, kept for the lease until fill() gives it a block
   // when its operation starts (so leases are granted in call order, and calls queued on a stream share the pool's
-  // idle blocks). Where there is no room, it waits for operations in flight to start or hand theirs back, up to the
-  // timeout; an idle block that fits (at most twice the size) becomes the lease's once no submitted operation waits
-  // to start, or 2 s after it first saw it (reuse_idle = false: never; room for memory that is not pinned staging).
+  // idle blocks). Where there is no room, it waits for operations in flight to start or hand theirs back, until they
+  // have made no progress for the timeout (a long operation ahead does not fail the call); an idle block that fits (at
+  // most twice the size) becomes the lease's once no submitted operation waits to start, or 2 s after it first saw it
+  // (reuse_idle = false: never; room for memory that is not pinned staging).
   StagingLease lease(size_t bytes, bool reuse_idle = true);
   // Gives a lease that holds only room a block (never waits: the room is kept): an idle one of up to twice the size,
   // else a new one. For submitted operations only (the block's size counts as theirs). Throws when out of memory.
@@ -536,6 +537,10 @@ class DeviceProxy {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Entry> entries_;
+  uint64_t entries_finished_ = 0;  // entries that left entries_ (under mutex_)
+  // What changes while the operations holding staging progress: their events, those that finished, the bytes still
+  // being copied back. Under mutex_.
+  uint64_t staging_progress_mark() const;
   bool stopping_ = false;
   // Staging pool. Blocks are freed only while no operation of this communicator holds one: freeing pinned
   // memory waits for the device, including streams parked on our gates.

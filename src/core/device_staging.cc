@@ -24,13 +24,21 @@ size_t DeviceProxy::check_staging_limit(size_t bytes) const {
 StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
   bytes = check_staging_limit(bytes);
   const size_t limit = comm_.config().device_memory_limit;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_.config().timeout_ms);
+  const auto timeout = std::chrono::milliseconds(comm_.config().timeout_ms);
+  // Pushed back whenever the operations holding staging progress: each of them fails the communicator on its own
+  // once it makes none for the timeout, so a call behind a long one waits as long as that one moves.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   // How long a call without room leaves a fitting idle block to the operations that have yet to start.
   constexpr auto kIdleBlockWait = std::chrono::seconds(2);
   std::optional<std::chrono::steady_clock::time_point> idle_block_deadline;
   drain(false);  // blocks of calls whose streams have copied their output back
   std::unique_lock<std::mutex> lock(mutex_);
+  uint64_t progress = staging_progress_mark();
   for (;;) {
+    if (const uint64_t now_mark = staging_progress_mark(); now_mark != progress) {
+      progress = now_mark;
+      deadline = std::max(deadline, std::chrono::steady_clock::now() + timeout);
+    }
     if (pool_bytes_ + kept_bytes_ + bytes <= limit) {
       kept_bytes_ += bytes;
       leased_bytes_ += bytes;
@@ -88,12 +96,24 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
       drain(false);
       lock.lock();
     }
-    if (std::chrono::steady_clock::now() >= deadline)
+    if (std::chrono::steady_clock::now() >= deadline) {
+      size_t idle_bytes = 0;
+      for (const auto& block : free_blocks_) idle_bytes += block.first;
       fail(BAGUA_ERR_TIMEOUT,
-           "a device call waited {:.1f} s for {} bytes of staging memory; operations in flight hold {} of "
-           "BAGUA_DEVICE_MEMORY_LIMIT = {} bytes",
-           comm_.config().timeout_ms / 1000.0, bytes, leased_bytes_, limit);
+           "a device call waited for {} bytes of staging memory while the operations in flight made no progress "
+           "for {:.1f} s (BAGUA_TIMEOUT); they hold {} of BAGUA_DEVICE_MEMORY_LIMIT = {} bytes (submitted {}, {} "
+           "not started), {} idle blocks {} bytes{}, {} draining",
+           bytes, comm_.config().timeout_ms / 1000.0, leased_bytes_, limit, submitted_bytes_, unstarted_,
+           free_blocks_.size(), idle_bytes, gates_parked_anywhere() ? " (kept: a stream waits at a gate)" : "",
+           draining_bytes_.load());
+    }
   }
+}
+
+uint64_t DeviceProxy::staging_progress_mark() const {
+  uint64_t mark = entries_finished_ + draining_bytes_.load();
+  for (const Entry& e : entries_) mark += e.op->events();
+  return mark;
 }
 
 std::multimap<size_t, void*>::iterator DeviceProxy::fitting_idle_block(size_t bytes) {

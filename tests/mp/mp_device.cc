@@ -1785,6 +1785,52 @@ int pipelined(bagua_comm_t comm) {
   return 0;
 }
 
+// A call that needs the staging of a long operation ahead of it on the stream waits for it as long as that
+// operation progresses (run with BAGUA_TIMEOUT=2, BAGUA_STANDIN_COPY_US=1200000 and a limit that holds one call's
+// staging: each copy takes 1.2 s, so the first call holds its block for about 3.6 s, progressing every 1.2 s).
+// Until 2026-12-06 the second call failed after BAGUA_TIMEOUT counted from the call. Then, with the operation ahead
+// stalled (the peer never calls), the waiting call still fails after the timeout, naming the staging.
+int long_ahead(bagua_comm_t comm) {
+  void* stream = g_rt->create_stream(0);
+  const size_t count = 75000;  // 600 KB, in place: two do not fit the 1 MiB limit
+  DevBuf a(count), b(count);
+  for (auto& v : a.host) v = 2;
+  for (auto& v : b.host) v = 9;
+  a.upload(stream);
+  b.upload(stream);
+  sync(stream);  // (a stream busy before the call counts as no progress of the call)
+  MP_OK(bagua_barrier(comm, nullptr));
+  const auto start = Clock::now();
+  MP_OK(bagua_allreduce(a.dev, a.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  MP_OK(bagua_allreduce(b.dev, b.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  const double second_returned = since(start);
+  a.download(stream);
+  b.download(stream);
+  sync(stream);
+  for (int64_t v : a.host) MP_CHECK(v == 2 * g_size);
+  for (int64_t v : b.host) MP_CHECK(v == 9 * g_size);
+  if (g_rank == 0)
+    std::printf("long_ahead: the second call returned after %.1f s (BAGUA_TIMEOUT %s s), both exact\n", second_returned,
+                std::getenv("BAGUA_TIMEOUT"));
+  MP_CHECK(second_returned > 2.0);  // it did wait past the timeout
+  // Rank 1 makes one call that rank 0 never joins: rank 1's second call waits for staging that never comes back.
+  MP_OK(bagua_barrier(comm, nullptr));
+  if (g_rank == 1) {
+    MP_OK(bagua_allreduce(a.dev, a.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
+    const bagua_status_t status = bagua_allreduce(b.dev, b.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream);
+    const std::string error = bagua_get_last_error(comm);
+    std::printf("long_ahead: behind a stalled call: %s: %s\n", bagua_status_string(status), error.c_str());
+    MP_CHECK(status == BAGUA_ERR_TIMEOUT || status == BAGUA_ERR_REMOTE);
+    MP_CHECK(error.find("staging") != std::string::npos || error.find("made no progress") != std::string::npos);
+    sync(stream);  // the stalled call's stream is released once the communicator fails
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+  }
+  bagua_comm_destroy(comm);
+  g_rt->destroy_stream(stream);
+  return 0;
+}
+
 int lagging(bagua_comm_t comm) {
   const char* lag_text = std::getenv("BAGUA_STANDIN_WAIT_LAG_US");
   const double lag = lag_text ? std::atof(lag_text) / 1e6 : 0.0;
@@ -1855,6 +1901,7 @@ int main(int argc, char** argv) {
   if (mode == "failure") return failure(comm, argc > 2 && std::string(argv[2]) == "quantized");
   if (mode == "abort") return abort_enqueued(comm);
   if (mode == "limit") return limit(comm);
+  if (mode == "long_ahead") return long_ahead(comm);
   if (mode == "blocked") return blocked(comm);
   if (mode == "turn") return turn(comm);
   if (mode == "lagging") return lagging(comm);

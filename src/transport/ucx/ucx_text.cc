@@ -75,8 +75,8 @@ bool lanes_may_linger(const std::string& ep_info) {
     const size_t close = line.find("]:", lane);
     std::string transport;
     bool carries_messages = false, connection_manager = false;
-    if (close == std::string::npos || !read_lane(line.substr(close + 2), &transport, &carries_messages,
-                                                 &connection_manager))
+    if (close == std::string::npos ||
+        !read_lane(line.substr(close + 2), &transport, &carries_messages, &connection_manager))
       return true;
     any_lane = true;
     if (!connection_manager && carries_messages && !is_local_transport(transport)) return true;
