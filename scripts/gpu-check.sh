@@ -58,6 +58,15 @@ unset CUDA_MODULE_LOADING BAGUA_DEVICE_STANDIN
 export BAGUA_TIMEOUT=${BAGUA_TIMEOUT:-10}
 [ $STANDIN = 1 ] && export BAGUA_DEVICE_STANDIN=1
 B=build/bin
+# The python3 of the Python step: BAGUA_PYTHON3, else the first python3 on PATH that has pytest (the GPU machine's
+# plain python3 holds torch and pytest; on a build machine a pyenv python3 may come first without them).
+PY=${BAGUA_PYTHON3:-}
+if [ -z "$PY" ]; then
+  for candidate in $(which -a python3 2>/dev/null); do
+    if "$candidate" -c 'import pytest' 2>/dev/null; then PY=$candidate && break; fi
+  done
+fi
+PY=${PY:-python3}
 RUN="$B/bagua-run"
 status=0
 failed=()
@@ -154,7 +163,7 @@ step() {
   fi
   # The Python binding's suite with CUDA tensors (tests/python/test_cuda.py) on the machine's python3 and torch.
   step python 240 env PYTHONPATH=build/python BAGUA_QUANTIZED_MIN_BYTES=0 BAGUA_TIMEOUT=30 $RUN -n 2 \
-    python3 -m pytest -q -p no:cacheprovider tests/python
+    "$PY" -m pytest -q -p no:cacheprovider tests/python
   # Benchmarks: kernels, then allreduce on device and on host memory, 2 ranks sharing the GPU; then the quantized one.
   step perf:kernels 90 $B/bagua_cuda_kernels_perf
   step perf:device 90 $RUN -n 2 $B/bagua_allreduce_perf -M device -b 4K -e 256M -f 4
