@@ -600,6 +600,7 @@ void DeviceProxy::run() {
             }
           }
           done = comm_.test(*op, &pass);
+          if (op->held_bytes() > 0 && op->new_events_for_proxy()) staging_progress_.fetch_add(1);
         } catch (const Error& e) {
           done = true;
           status = e.status();
@@ -616,7 +617,6 @@ void DeviceProxy::run() {
           auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.op.get() == op; });
           entry = std::move(*it);
           entries_.erase(it);
-          ++entries_finished_;
         }
         finish(entry, status, error);
         heartbeat();

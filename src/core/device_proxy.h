@@ -128,6 +128,13 @@ class DeviceOperation final : public Operation, private StagingWindow {
   unsigned char* device_scratch() const { return static_cast<unsigned char*>(device_scratch_); }
   // What the operation holds under the limit: staging and device scratch.
   size_t held_bytes() const { return staging_bytes() + device_room_.bytes(); }
+  // Whether its events changed since the last call (the proxy thread's: what a call waiting for staging counts).
+  bool new_events_for_proxy() {
+    const uint64_t now = events();
+    const bool changed = now != events_seen_by_proxy_;
+    events_seen_by_proxy_ = now;
+    return changed;
+  }
   void copy_in(void* stage, const void* device_src, size_t bytes) { copies_in_.push_back({stage, device_src, bytes}); }
   void copy_out(void* device_dst, const void* stage, size_t bytes) {
     copies_out_.push_back({device_dst, stage, bytes});
@@ -249,6 +256,7 @@ class DeviceOperation final : public Operation, private StagingWindow {
   StreamClaim& claim() { return claim_; }
 
  private:
+  uint64_t events_seen_by_proxy_ = 0;
   enum class Phase { kWaitInput, kCopyIn, kRun, kCopyOut, kDone };
   // One piece of a staging copy, and the event recorded after it on the copy stream; or, staged on the caller's
   // stream, the word the stream writes after an input piece, and the gate an output piece waits behind.
@@ -381,8 +389,9 @@ class DeviceProxy {
   void check_stream(DeviceStream stream) const;
   // Room for `bytes` of staging under BAGUA_DEVICE_MEMORY_LIMIT, kept for the lease until fill() gives it a block
   // when its operation starts (so leases are granted in call order, and calls queued on a stream share the pool's
-  // idle blocks). Where there is no room, it waits for operations in flight to start or hand theirs back, until they
-  // have made no progress for the timeout (a long operation ahead does not fail the call); an idle block that fits (at
+  // idle blocks). Where there is no room, it waits for operations in flight to start or hand theirs back, until
+  // staging_progress_ has stood still for the timeout (a long operation ahead that progresses does not fail the
+  // call), or the communicator fails (its error); an idle block that fits (at
   // most twice the size) becomes the lease's once no submitted operation waits to start, or 2 s after it first saw it
   // (reuse_idle = false: never; room for memory that is not pinned staging).
   StagingLease lease(size_t bytes, bool reuse_idle = true);
@@ -537,10 +546,9 @@ class DeviceProxy {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Entry> entries_;
-  uint64_t entries_finished_ = 0;  // entries that left entries_ (under mutex_)
-  // What changes while the operations holding staging progress: their events, those that finished, the bytes still
-  // being copied back. Under mutex_.
-  uint64_t staging_progress_mark() const;
+  // Grows while the operations that hold staging progress: the proxy thread counts a pass in which one holding
+  // staging had new events (a step, a phase), and give_back() every block or room handed back. Only grows.
+  std::atomic<uint64_t> staging_progress_{0};
   bool stopping_ = false;
   // Staging pool. Blocks are freed only while no operation of this communicator holds one: freeing pinned
   // memory waits for the device, including streams parked on our gates.

@@ -25,18 +25,23 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
   bytes = check_staging_limit(bytes);
   const size_t limit = comm_.config().device_memory_limit;
   const auto timeout = std::chrono::milliseconds(comm_.config().timeout_ms);
-  // Pushed back whenever the operations holding staging progress: each of them fails the communicator on its own
-  // once it makes none for the timeout, so a call behind a long one waits as long as that one moves.
+  // Pushed back whenever the operations holding staging progress (staging_progress_), so a call behind a long one
+  // waits as long as that one moves; looked at least every quarter of the timeout.
   auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto look = std::max<std::chrono::steady_clock::duration>(timeout / 4, std::chrono::milliseconds(1));
   // How long a call without room leaves a fitting idle block to the operations that have yet to start.
   constexpr auto kIdleBlockWait = std::chrono::seconds(2);
   std::optional<std::chrono::steady_clock::time_point> idle_block_deadline;
   drain(false);  // blocks of calls whose streams have copied their output back
   std::unique_lock<std::mutex> lock(mutex_);
-  uint64_t progress = staging_progress_mark();
+  uint64_t progress = staging_progress_.load();
   for (;;) {
-    if (const uint64_t now_mark = staging_progress_mark(); now_mark != progress) {
-      progress = now_mark;
+    if (comm_.poisoned()) {  // its operations end: report why, not the staging
+      lock.unlock();
+      comm_.check_usable();
+    }
+    if (const uint64_t now_progress = staging_progress_.load(); now_progress != progress) {
+      progress = now_progress;
       deadline = std::max(deadline, std::chrono::steady_clock::now() + timeout);
     }
     if (pool_bytes_ + kept_bytes_ + bytes <= limit) {
@@ -89,14 +94,14 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
            bytes, leased_bytes_, limit);
     // Our operations hand staging back with a notification; other communicators' gates are polled.
     const auto poll = draining ? std::chrono::milliseconds(1) : std::chrono::milliseconds(10);
-    const auto wake = idle_blocks || draining ? std::min(deadline, std::chrono::steady_clock::now() + poll) : deadline;
+    const auto wake = std::min(deadline, std::chrono::steady_clock::now() + (idle_blocks || draining ? poll : look));
     changed_.wait_until(lock, wake);
     if (draining) {
       lock.unlock();
       drain(false);
       lock.lock();
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (std::chrono::steady_clock::now() >= deadline && staging_progress_.load() == progress && !comm_.poisoned()) {
       size_t idle_bytes = 0;
       for (const auto& block : free_blocks_) idle_bytes += block.first;
       fail(BAGUA_ERR_TIMEOUT,
@@ -108,12 +113,6 @@ StagingLease DeviceProxy::lease(size_t bytes, bool reuse_idle) {
            draining_bytes_.load());
     }
   }
-}
-
-uint64_t DeviceProxy::staging_progress_mark() const {
-  uint64_t mark = entries_finished_ + draining_bytes_.load();
-  for (const Entry& e : entries_) mark += e.op->events();
-  return mark;
 }
 
 std::multimap<size_t, void*>::iterator DeviceProxy::fitting_idle_block(size_t bytes) {
@@ -165,6 +164,7 @@ void DeviceProxy::fill(StagingLease& lease) {
 }
 
 void DeviceProxy::give_back(void* ptr, size_t bytes) {
+  staging_progress_.fetch_add(1);
   std::lock_guard<std::mutex> lock(mutex_);
   if (ptr != nullptr)
     free_blocks_.emplace(bytes, ptr);

@@ -1787,20 +1787,24 @@ int pipelined(bagua_comm_t comm) {
 
 // A call that needs the staging of a long operation ahead of it on the stream waits for it as long as that
 // operation progresses (run with BAGUA_TIMEOUT=2, BAGUA_STANDIN_COPY_US=1200000 and a limit that holds one call's
-// staging: each copy takes 1.2 s, so the first call holds its block for about 3.6 s, progressing every 1.2 s).
-// Until 2026-12-06 the second call failed after BAGUA_TIMEOUT counted from the call. Then, with the operation ahead
-// stalled (the peer never calls), the waiting call still fails after the timeout, naming the staging.
+// staging: each copy takes 1.2 s, so the first call holds its block for about 2.4 s, progressing at 1.2 s). Until
+// 2026-12-06 the second call failed after BAGUA_TIMEOUT counted from the call. Behind a call whose stream is busy
+// (it does not progress), the wait fails after the timeout naming the staging, with no side effect; behind a call
+// that a peer never joins, it ends with the communicator's failure.
 int long_ahead(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
   const size_t count = 75000;  // 600 KB, in place: two do not fit the 1 MiB limit
   DevBuf a(count), b(count);
-  for (auto& v : a.host) v = 2;
-  for (auto& v : b.host) v = 9;
-  a.upload(stream);
-  b.upload(stream);
-  sync(stream);  // (a stream busy before the call counts as no progress of the call)
+  auto fill_and_upload = [&](int64_t va, int64_t vb) {
+    for (auto& v : a.host) v = va;
+    for (auto& v : b.host) v = vb;
+    a.upload(stream);
+    b.upload(stream);
+    sync(stream);  // (a stream busy before the call counts as no progress of the call)
+  };
+  fill_and_upload(2, 9);
   MP_OK(bagua_barrier(comm, nullptr));
-  const auto start = Clock::now();
+  auto start = Clock::now();
   MP_OK(bagua_allreduce(a.dev, a.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
   MP_OK(bagua_allreduce(b.dev, b.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
   const double second_returned = since(start);
@@ -1813,18 +1817,47 @@ int long_ahead(bagua_comm_t comm) {
     std::printf("long_ahead: the second call returned after %.1f s (BAGUA_TIMEOUT %s s), both exact\n", second_returned,
                 std::getenv("BAGUA_TIMEOUT"));
   MP_CHECK(second_returned > 2.0);  // it did wait past the timeout
-  // Rank 1 makes one call that rank 0 never joins: rank 1's second call waits for staging that never comes back.
+
+  // The stream busy for 6 s before the first call (five copies of 1.2 s): the second call's wait fails on every
+  // rank at about the timeout, before it takes a sequence number; the first call then runs, and so do later ones.
+  fill_and_upload(4, 0);
   MP_OK(bagua_barrier(comm, nullptr));
+  for (int i = 0; i < 5; ++i) b.upload(stream);
+  MP_OK(bagua_allreduce(a.dev, a.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
+  start = Clock::now();
+  bagua_status_t status = bagua_allreduce(b.dev, b.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream);
+  const double failed_after = since(start);
+  std::string error = bagua_get_last_error(comm);
+  if (g_rank == 0)
+    std::printf("long_ahead: behind a call whose stream is busy, after %.1f s: %s: %s\n", failed_after,
+                bagua_status_string(status), error.c_str());
+  MP_CHECK(status == BAGUA_ERR_TIMEOUT);
+  MP_CHECK(error.find("staging memory") != std::string::npos);
+  MP_CHECK(failed_after < 5.0);
+  a.download(stream);
+  sync(stream);
+  for (int64_t v : a.host) MP_CHECK(v == 4 * g_size);
+  int64_t one = 1, total = 0;
+  MP_OK(bagua_allreduce(&one, &total, 1, BAGUA_INT64, BAGUA_SUM, comm, nullptr));
+  MP_CHECK(total == g_size);
+
+  // Rank 1 makes a call that rank 0 never joins: its next call's wait ends when the communicator fails (the first
+  // call made no progress for the timeout), with that error.
   if (g_rank == 1) {
     MP_OK(bagua_allreduce(a.dev, a.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream));
-    const bagua_status_t status = bagua_allreduce(b.dev, b.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream);
-    const std::string error = bagua_get_last_error(comm);
-    std::printf("long_ahead: behind a stalled call: %s: %s\n", bagua_status_string(status), error.c_str());
-    MP_CHECK(status == BAGUA_ERR_TIMEOUT || status == BAGUA_ERR_REMOTE);
-    MP_CHECK(error.find("staging") != std::string::npos || error.find("made no progress") != std::string::npos);
+    start = Clock::now();
+    status = bagua_allreduce(b.dev, b.dev, count, BAGUA_INT64, BAGUA_SUM, comm, stream);
+    const double ended_after = since(start);
+    error = bagua_get_last_error(comm);
+    std::printf("long_ahead: behind a call no peer joins, after %.1f s: %s: %s\n", ended_after,
+                bagua_status_string(status), error.c_str());
+    MP_CHECK(status == BAGUA_ERR_TIMEOUT);
+    MP_CHECK(error.find("made no progress") != std::string::npos);
+    MP_CHECK(error.find("staging memory") == std::string::npos);
+    MP_CHECK(ended_after < 8.0);
     sync(stream);  // the stalled call's stream is released once the communicator fails
   } else {
-    std::this_thread::sleep_for(std::chrono::seconds(8));
+    std::this_thread::sleep_for(std::chrono::seconds(10));
   }
   bagua_comm_destroy(comm);
   g_rt->destroy_stream(stream);
