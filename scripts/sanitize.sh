@@ -28,7 +28,7 @@ case $mode in
     ;;
   tsan)
     flags="-fsanitize=thread -fno-omit-frame-pointer"
-    tests='^(mp_gossip_2|mp_device_semantics_2|mp_device_relaxations_2|mp_device_relaxations_3|mp_device_failure_quantized_stream|mp_device_abort|mp_device_threads|mp_device_threads_proxy|mp_device_blocked_stream|mp_device_ipc_stream_3|mp_scheduler_blocked_2|mp_scheduler_device_3|mp_device_failure|mp_threads_init|mp_scheduler_orders_2|mp_scheduler_overlap_2|mp_scheduler_errors_3|mp_scheduler_failure_3|mp_scheduler_tune_2hosts_4|mp_gossip_hier_4|mp_failures|mp_shrink|mp_trace_3)$'
+    tests='^(mp_gossip_2|mp_device_semantics_2|mp_device_relaxations_2|mp_device_relaxations_3|mp_device_failure_quantized_stream|mp_device_abort|mp_device_threads|mp_device_threads_proxy|mp_device_blocked_stream|mp_device_long_ahead|mp_device_ipc_stream_3|mp_scheduler_blocked_2|mp_scheduler_device_3|mp_device_failure|mp_threads_init|mp_scheduler_orders_2|mp_scheduler_overlap_2|mp_scheduler_errors_3|mp_scheduler_failure_3|mp_scheduler_tune_2hosts_4|mp_gossip_hier_4|mp_failures|mp_shrink|mp_trace_3)$'
     targets="bagua-run bagua-trace mp_device mp_gossip mp_scheduler mp_threads_init mp_trace mp_failures mp_shrink"
     labels=""
     export TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0"
