@@ -471,7 +471,7 @@ void DeviceProxy::submit(std::unique_ptr<DeviceOperation> op, std::shared_ptr<De
   comm_.start(*op);  // throws when the communicator is unusable; op's destructor then releases the stream
   std::lock_guard<std::mutex> lock(mutex_);
   submitted_bytes_ += staging;
-  entries_.push_back(Entry{std::move(op), std::move(completion)});
+  entries_.push_back(Entry{std::move(op), std::move(completion), staging > 0});
   changed_.notify_all();
 }
 
@@ -559,7 +559,7 @@ void DeviceProxy::run() {
   proxy_thread_id_.store(std::this_thread::get_id());
   runtime_.enter_library_thread();
   Backoff backoff;
-  std::vector<DeviceOperation*> snapshot;
+  std::vector<std::pair<DeviceOperation*, bool>> snapshot;  // (operation, holds staging)
   int current_device = -1;
   for (;;) {
     heartbeat();
@@ -579,12 +579,12 @@ void DeviceProxy::run() {
           continue;
         }
         snapshot.clear();
-        for (Entry& e : entries_) snapshot.push_back(e.op.get());
+        for (Entry& e : entries_) snapshot.emplace_back(e.op.get(), e.holds_staging);
       }
       // One progress of the communicator per pass (the first test of a running operation advances them all): a
       // progress per test cost O(n^2) per pass, and 1000 calls queued on a stream took minutes to drain.
       Comm::TestPass pass;
-      for (DeviceOperation* op : snapshot) {
+      for (auto [op, holds_staging] : snapshot) {
         bagua_status_t status = BAGUA_SUCCESS;
         std::string error;
         bool done = false;
@@ -600,7 +600,7 @@ void DeviceProxy::run() {
             }
           }
           done = comm_.test(*op, &pass);
-          if (op->held_bytes() > 0 && op->new_events_for_proxy()) staging_progress_.fetch_add(1);
+          if (holds_staging && op->new_events_for_proxy()) staging_progress_.fetch_add(1);
         } catch (const Error& e) {
           done = true;
           status = e.status();

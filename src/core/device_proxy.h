@@ -497,6 +497,7 @@ class DeviceProxy {
   struct Entry {
     std::unique_ptr<DeviceOperation> op;
     std::shared_ptr<DeviceCompletion> completion;
+    bool holds_staging = false;  // at submission (its staging is the engine's to read after)
   };
   void run();
   // Whether a stream of any communicator of the process is parked on a gate (freeing pinned memory then waits).
