@@ -584,7 +584,9 @@ void DeviceProxy::run() {
       // One progress of the communicator per pass (the first test of a running operation advances them all): a
       // progress per test cost O(n^2) per pass, and 1000 calls queued on a stream took minutes to drain.
       Comm::TestPass pass;
-      for (auto [op, holds_staging] : snapshot) {
+      for (const auto& item : snapshot) {
+        DeviceOperation* const op = item.first;
+        const bool holds_staging = item.second;
         bagua_status_t status = BAGUA_SUCCESS;
         std::string error;
         bool done = false;
