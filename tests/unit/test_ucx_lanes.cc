@@ -88,12 +88,14 @@ class CapturedOutput {
 };
 
 // Transports of one job of `ranks` ranks in this process, each with endpoints to all, made while UCX_TLS is `tls`.
-std::vector<std::unique_ptr<UcxTransport>> connected(const char* tls, int ranks = 2) {
+// With other_pid_namespaces, each transport is made as for peers in other PID namespaces.
+std::vector<std::unique_ptr<UcxTransport>> connected(const char* tls, int ranks = 2,
+                                                     bool other_pid_namespaces = false) {
   ScopedEnv tls_setting("UCX_TLS", tls), log_level("UCX_LOG_LEVEL", "warn");
   std::vector<std::unique_ptr<UcxTransport>> transports;
   std::vector<Bytes> addresses;
   for (int rank = 0; rank < ranks; ++rank) {
-    transports.push_back(std::make_unique<UcxTransport>(rank, ranks, 5000, size_t{1} << 20));
+    transports.push_back(std::make_unique<UcxTransport>(rank, ranks, 5000, size_t{1} << 20, other_pid_namespaces));
     addresses.push_back(transports.back()->local_address());
   }
   for (auto& t : transports) t->connect(addresses);
@@ -118,6 +120,34 @@ const char* const kTcpEndpoint = R"(# endpoint to rank 1
 #
 #                tag_send: 0..<egr/short>..8184..<egr/zcopy>..19240..<rndv>..(inf)
 )";
+
+// Runs this test program's hidden test case `tag` in a child process whose only UCX_TLS is `tls` in a ucx.conf file
+// (UCX reads its files once per process, so the child is new). Returns the child's exit status and output.
+int run_with_ucx_conf(const std::string& tag, const std::string& tls, std::string* output) {
+  char exe[4096];
+  const ssize_t length = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (length <= 0) return -1;
+  exe[length] = '\0';
+  char dir[] = "/tmp/bagua-ucx-conf-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return -1;
+  const std::string conf = std::string(dir) + "/ucx.conf", log = std::string(dir) + "/out";
+  if (std::FILE* f = std::fopen(conf.c_str(), "w")) {
+    std::fprintf(f, "UCX_TLS=%s\n", tls.c_str());
+    std::fclose(f);
+  }
+  const std::string command =
+      "env -u UCX_TLS UCX_CONFIG_DIR='" + std::string(dir) + "' '" + exe + "' '" + tag + "' > '" + log + "' 2>&1";
+  const int status = std::system(command.c_str());
+  output->clear();
+  if (std::FILE* f = std::fopen(log.c_str(), "r")) {
+    for (int c; (c = std::fgetc(f)) != EOF;) output->push_back(static_cast<char>(c));
+    std::fclose(f);
+  }
+  std::remove(conf.c_str());
+  std::remove(log.c_str());
+  rmdir(dir);
+  return status;
+}
 
 }  // namespace
 
@@ -148,6 +178,14 @@ TEST_CASE("UCX_TLS: which values let TCP and shared memory in (UCX 1.13's rules)
   CHECK_FALSE(mm("^sm"));
   CHECK_FALSE(mm("^mm,tcp"));
   CHECK_FALSE(mm("^posix,sysv,xpmem"));
+}
+
+TEST_CASE("ucp_config_print's lines: the value of one setting", "[transport]") {
+  const std::string text = "UCX_NET_DEVICES=all\nUCX_TLS=^sysv\nUCX_SOCKADDR_TLS_PRIORITY=rdmacm,tcp\n";
+  CHECK(ucx_config_value(text, "UCX_TLS") == "^sysv");
+  CHECK(ucx_config_value(text, "UCX_NET_DEVICES") == "all");
+  CHECK(ucx_config_value(text, "UCX_TL") == "");
+  CHECK(ucx_config_value("", "UCX_TLS") == "");
 }
 
 TEST_CASE("endpoint descriptions: which lanes may leave a completed send's bytes behind", "[transport]") {
@@ -222,4 +260,43 @@ TEST_CASE("a one-host communicator over TCP registers with the idle-progress thr
     CHECK(comms[1]->impl->idle_progress_registered() == over_tcp);
     for (bagua_comm_t c : comms) CHECK(bagua_comm_destroy(c) == BAGUA_SUCCESS);
   }
+}
+
+// A UCX_TLS that only a ucx.conf file sets is seen: over shared memory no TCP setting is made (UCX would warn about
+// it), and for peers in other PID namespaces the file's list is not replaced by "^sysv". Each runs in a child.
+TEST_CASE("UCX_TLS from a ucx.conf file", "[transport]") {
+  std::string output;
+  SECTION("sm: no warning about the TCP settings, endpoints over shared memory") {
+    const int status = run_with_ucx_conf("[.ucx_conf_sm]", "sm", &output);
+    INFO(output);
+    CHECK(status == 0);
+    CHECK(output.find("All tests passed") != std::string::npos);
+  }
+  SECTION("tcp, for peers in other PID namespaces: endpoints over TCP") {
+    const int status = run_with_ucx_conf("[.ucx_conf_tcp_pid_namespaces]", "tcp", &output);
+    INFO(output);
+    CHECK(status == 0);
+    CHECK(output.find("All tests passed") != std::string::npos);
+  }
+}
+
+TEST_CASE("child: UCX_TLS=sm from ucx.conf", "[.ucx_conf_sm]") {
+  CapturedOutput output;
+  auto pair = connected(nullptr);
+  const std::string warnings = output.text();
+  INFO(warnings);
+  CHECK(warnings.find("invalid configuration") == std::string::npos);
+  const std::string description = pair[0]->describe();
+  INFO(description);
+  CHECK(description.find("tcp/") == std::string::npos);
+  CHECK_FALSE(pair[0]->sends_may_linger());
+}
+
+TEST_CASE("child: UCX_TLS=tcp from ucx.conf, peers in other PID namespaces", "[.ucx_conf_tcp_pid_namespaces]") {
+  auto pair = connected(nullptr, 2, true);
+  const std::string description = pair[0]->describe();
+  INFO(description);
+  CHECK(description.find("tcp/") != std::string::npos);
+  CHECK(description.find("posix/") == std::string::npos);
+  CHECK(pair[0]->sends_may_linger());
 }

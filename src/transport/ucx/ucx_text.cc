@@ -65,6 +65,14 @@ bool ucx_tls_allows(const char* tls, std::initializer_list<const char*> members,
                       [&](const char* m) { return std::find(named.begin(), named.end(), m) != named.end(); });
 }
 
+std::string ucx_config_value(const std::string& config_text, const std::string& name) {
+  const std::string prefix = name + "=";
+  std::istringstream lines(config_text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.compare(0, prefix.size(), prefix) == 0) return line.substr(prefix.size());
+  return "";
+}
+
 bool lanes_may_linger(const std::string& ep_info) {
   bool any_endpoint = false, any_lane = false;
   std::istringstream lines(ep_info);

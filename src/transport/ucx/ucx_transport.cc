@@ -31,6 +31,23 @@ void default_ucx_setting(ucp_config_t* config, const char* name, const std::stri
   if (status != UCS_OK) BAGUA_WARN("could not set {}={}: {}", variable, value, ucs_status_string(status));
 }
 
+// UCX_TLS as UCX will use it: from the environment, else from a ucx.conf file (UCX 1.13 reads one in its sysconfdir,
+// the library's ../etc, $HOME, $UCX_CONFIG_DIR and the working directory), else "all".
+std::string configured_tls(const ucp_config_t* config) {
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* stream = open_memstream(&text, &size);
+  if (stream == nullptr) {
+    const char* tls = env_get("UCX_TLS");
+    return tls != nullptr ? tls : "";
+  }
+  ucp_config_print(config, stream, nullptr, UCS_CONFIG_PRINT_CONFIG);
+  std::fclose(stream);
+  std::string tls = ucx_config_value(std::string(text, size), "UCX_TLS");
+  std::free(text);
+  return tls;
+}
+
 void on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* peer = static_cast<UcxTransport::PeerState*>(arg);
   ucs_status_t ok = UCS_OK;
@@ -55,7 +72,8 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   if (status != UCS_OK) fail_ucx(status, "ucp_config_read");
   // Peer error handling normally drops shared memory; MM_ERROR_HANDLING keeps it (docs/transport.md). UCX warns
   // about the setting when UCX_TLS leaves out every shared-memory transport, so only set it when one is in.
-  const char* tls = env_get("UCX_TLS");
+  const std::string configured = configured_tls(config);
+  const char* tls = configured.c_str();
   if (ucx_tls_allows(tls, {"posix", "sysv", "xpmem"}, {"mm", "sm", "shm"}))
     default_ucx_setting(config, "MM_ERROR_HANDLING", "y");
   // Likewise the TCP settings below, where UCX_TLS leaves TCP out (UCX_TLS=sm warned "invalid configuration").
@@ -71,7 +89,9 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   // (docs/transport.md, "TCP send buffers"). 128K, which the kernel doubles, keeps that queue under 2 ms there.
   if (tcp) default_ucx_setting(config, "SNDBUF", "128K", "UCX_TCP_SNDBUF");
   // UCX 1.13's sysv transport fails to connect processes in different PID namespaces (an endpoint timeout at init).
-  if (host_peers_in_other_pid_namespaces) default_ucx_setting(config, "TLS", "^sysv");
+  // A list the user chose, in the environment or a ucx.conf file, stays.
+  const bool tls_chosen = !configured.empty() && configured != "all";
+  if (host_peers_in_other_pid_namespaces && !tls_chosen) default_ucx_setting(config, "TLS", "^sysv");
   // The eager limit of SendMode::kEager sends (UCX applies it while RNDV_THRESH is auto).
   default_ucx_setting(config, "RNDV_SEND_NBR_THRESH", std::to_string(kEagerMostBytes));
 
