@@ -20,7 +20,7 @@ launch() {
     build/bin/bagua-run -n "$ranks" build/bin/bagua_trainer "$@"
   fi
 }
-# The shaped demo's model has 565k parameters (2.2 MiB of gradients), whose allreduce at 1 Gbit/s takes
+# The shaped demo's model has 561k parameters (2.1 MiB of gradients), whose allreduce at 1 Gbit/s takes
 # several times the compute of a step: the regime the relaxations are for.
 sgd_args=()
 if [ $shaped = 1 ]; then

@@ -5,7 +5,7 @@ torch DDP over gloo and with each bagua.torch algorithm, same seed and same shar
 
 --check exits 1 unless every algorithm ends within 1 accuracy point of its full-precision reference
 (GradientAllReduce for the SGD algorithms, Adam over gloo for QAdam and 1-bit Adam), async within 2: its averaging
-runs on a timer, so its result varies from run to run (a point is under 4 of the 360 test images), as the C++
+runs on a timer, so its result varies from run to run (a point is under 4 of the 357 test images), as the C++
 trainer's check allows.
 """
 

@@ -33,8 +33,9 @@ constexpr EnvSetting kSettings[] = {
      "alltoall)",
      "user"},
     {"BAGUA_IDLE_PROGRESS",
-     "0: no background thread progressing communicators between calls (a rank that waits elsewhere after a call "
-     "may then stall peers across hosts until it calls again; docs/transport.md)",
+     "0: no background thread progressing communicators between calls (a rank that waits elsewhere after a "
+     "call may then stall peers across hosts, or on one host over TCP, until it calls again; "
+     "docs/transport.md)",
      "user"},
     {"BAGUA_RING_SEGMENT", "bytes per segment of the pipelined ring allreduce (default 512K)", "user"},
     {"BAGUA_RING_WINDOW", "segments of the ring allreduce in flight at once (default 4)", "user"},
@@ -95,14 +96,19 @@ constexpr EnvSetting kSettings[] = {
     {"SLURM_NTASKS", "number of ranks, under srun", "Slurm"},
     {"SLURM_LOCALID", "rank on this host, under srun", "Slurm"},
     {"UCX_TLS",
-     "UCX transports; bagua keeps shared-memory error handling only when it allows shared memory, and sets ^sysv "
-     "unless set where host peers run in other PID namespaces",
+     "UCX transports, read as UCX will use them (the environment, else a ucx.conf file); bagua keeps "
+     "shared-memory error handling only when they allow shared memory, sets the TCP settings only when "
+     "they allow TCP, and sets ^sysv where host peers run in other PID namespaces unless they name a list",
      "UCX"},
-    {"UCX_MM_ERROR_HANDLING", "bagua sets y unless set", "UCX"},
-    {"UCX_KEEPALIVE_INTERVAL", "bagua sets timeout/3 unless set", "UCX"},
-    {"UCX_TCP_CONN_NB", "bagua sets y (non-blocking TCP connect) unless set", "UCX"},
-    {"UCX_TCP_SNDBUF", "bagua sets 128K (bounds the egress queue a rendezvous reply waits in) unless set", "UCX"},
-    {"UCX_RNDV_SEND_NBR_THRESH", "bagua sets 2 MiB (eager pieces) unless set", "UCX"},
+    {"UCX_MM_ERROR_HANDLING", "bagua sets y unless set in the environment or UCX_TLS leaves shared memory out", "UCX"},
+    {"UCX_KEEPALIVE_INTERVAL", "bagua sets timeout/3 (at least 100 ms) unless set in the environment", "UCX"},
+    {"UCX_TCP_CONN_NB",
+     "bagua sets y (non-blocking TCP connect) unless set in the environment or UCX_TLS leaves TCP out", "UCX"},
+    {"UCX_TCP_SNDBUF",
+     "bagua sets 128K (bounds the egress queue a rendezvous reply waits in) unless set in the environment "
+     "or UCX_TLS leaves TCP out",
+     "UCX"},
+    {"UCX_RNDV_SEND_NBR_THRESH", "bagua sets 2 MiB (eager pieces) unless set in the environment", "UCX"},
     {"HWLOC_LIBXML_IMPORT", "0: hwloc's built-in XML parser only (bagua reads it for its error message)", "hwloc"},
     {"HWLOC_LIBXML", "older name of HWLOC_LIBXML_IMPORT", "hwloc"},
     {"HWLOC_PLUGINS_PATH", "where hwloc looks for its plugins (bagua reads it for its error message)", "hwloc"},
