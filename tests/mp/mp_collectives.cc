@@ -15,6 +15,8 @@
 // A second argument puts the matrix and forced cases on device memory: `device` (every rank) or `mixed` (odd
 // ranks device, even ranks host). Each case then copies its buffers, guards included, to the device on a stream
 // (the stand-in sometimes delays that copy), makes the call on that stream, copies back on it and synchronizes.
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -735,6 +737,10 @@ void turn(bagua_comm_t comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Cases allocate and free buffers of up to 32 MiB, thousands of times: from the heap, kept, instead of fresh
+  // mappings whose page faults took a quarter of a 1-rank matrix (the test's own cost, not the library's).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
   std::string mode = argc > 1 ? argv[1] : "matrix";
   std::string memory = argc > 2 ? argv[2] : "host";
   bagua_comm_t comm = nullptr;
