@@ -98,7 +98,8 @@ constexpr EnvSetting kSettings[] = {
     {"UCX_TLS",
      "UCX transports, read as UCX will use them (the environment, else a ucx.conf file); bagua keeps "
      "shared-memory error handling only when they allow shared memory, sets the TCP settings only when "
-     "they allow TCP, and sets ^sysv where host peers run in other PID namespaces unless they name a list",
+     "they allow TCP, and sets ^sysv where host peers run in other PID namespaces unless they name a list other than "
+     "all",
      "UCX"},
     {"UCX_MM_ERROR_HANDLING", "bagua sets y unless set in the environment or UCX_TLS leaves shared memory out", "UCX"},
     {"UCX_KEEPALIVE_INTERVAL", "bagua sets timeout/3 (at least 100 ms) unless set in the environment", "UCX"},

@@ -15,8 +15,6 @@
 // A second argument puts the matrix and forced cases on device memory: `device` (every rank) or `mixed` (odd
 // ranks device, even ranks host). Each case then copies its buffers, guards included, to the device on a stream
 // (the stand-in sometimes delays that copy), makes the call on that stream, copies back on it and synchronizes.
-#include <malloc.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -49,6 +47,29 @@ bool device_here() { return g_memory == Memory::kDevice || (g_memory == Memory::
 struct Buf;
 std::vector<Buf*> g_live;  // the buffers of the case in progress
 
+// Host storage kept between cases: the matrix makes thousands of buffers of up to 32 MiB, and fresh mappings' page
+// faults took a quarter of a 1-rank run (the test's own cost). Not kept under AddressSanitizer (a late access after
+// a call returned must hit freed memory) nor with MP_FRESH_BUFFERS=1 (mp_collectives_2: a late cross-memory write
+// into a freed buffer then faults instead of landing in the next case's).
+std::vector<std::vector<unsigned char>> g_kept_storage;
+bool keep_storage() {
+#if defined(__SANITIZE_ADDRESS__)
+  return false;
+#else
+  static const bool keep = std::getenv("MP_FRESH_BUFFERS") == nullptr;
+  return keep;
+#endif
+}
+std::vector<unsigned char> take_storage(size_t n) {
+  std::vector<unsigned char> storage;
+  if (!g_kept_storage.empty()) {
+    storage = std::move(g_kept_storage.back());
+    g_kept_storage.pop_back();
+  }
+  storage.assign(n, 0xAB);
+  return storage;
+}
+
 // A buffer with guard bytes after it, optionally starting one byte off alignment. On device memory, `storage` is
 // the host image that the case fills and checks, and `device` its copy that the call gets.
 struct Buf {
@@ -56,13 +77,14 @@ struct Buf {
   unsigned char* ptr = nullptr;
   size_t bytes = 0;
   unsigned char* device = nullptr;
-  Buf(size_t n, bool misalign) : storage(n + 17, 0xAB), ptr(storage.data() + (misalign ? 1 : 0)), bytes(n) {
+  Buf(size_t n, bool misalign) : storage(take_storage(n + 17)), ptr(storage.data() + (misalign ? 1 : 0)), bytes(n) {
     if (!device_here()) return;
     device = static_cast<unsigned char*>(device_runtime().alloc_device(storage.size(), 0));
     MP_CHECK(device != nullptr);
     g_live.push_back(this);
   }
   ~Buf() {
+    if (keep_storage() && g_kept_storage.size() < 4) g_kept_storage.push_back(std::move(storage));
     if (!device) return;
     device_runtime().free_device(device);
     g_live.erase(std::find(g_live.begin(), g_live.end(), this));
@@ -737,10 +759,6 @@ void turn(bagua_comm_t comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Cases allocate and free buffers of up to 32 MiB, thousands of times: from the heap, kept, instead of fresh
-  // mappings whose page faults took a quarter of a 1-rank matrix (the test's own cost, not the library's).
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
   std::string mode = argc > 1 ? argv[1] : "matrix";
   std::string memory = argc > 2 ? argv[2] : "host";
   bagua_comm_t comm = nullptr;

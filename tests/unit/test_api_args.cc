@@ -76,7 +76,7 @@ TEST_CASE("init_from_env without launcher variables names what to set", "[api]")
   CHECK(comm == nullptr);
 }
 
-TEST_CASE("abort poisons a communicator; destroy still works", "[api]") {
+TEST_CASE("abort poisons a communicator and destroy still works", "[api]") {
   bagua_unique_id_t id;
   REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
   bagua_comm_t comm = nullptr;

@@ -28,7 +28,7 @@ TEST_CASE("BAGUA_LOG_FILE expands %h and %p", "[logging]") {
   CHECK(expand_log_path("100%%") == "100%");
 }
 
-TEST_CASE("lines go to the file with host, pid and rank; the level is checked first", "[logging]") {
+TEST_CASE("lines go to the file with host, pid and rank, and the level is checked first", "[logging]") {
   std::string path = "/tmp/bagua-log-test-%p.log";
   std::string real = expand_log_path(path);
   unlink(real.c_str());

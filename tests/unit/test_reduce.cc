@@ -170,7 +170,7 @@ TEST_CASE("every CPU variant gives the scalar reference's bits", "[reduce]") {
   }
 }
 
-TEST_CASE("NaN results are the canonical quiet NaN; min and max propagate NaN from either side", "[reduce]") {
+TEST_CASE("NaN results are the canonical quiet NaN, and min and max propagate NaN from either side", "[reduce]") {
   float nan_a = bits_float(0x7fc00123), nan_b = bits_float(0xffc00456), one = 1.0f;
   float out;
   reduce_from(&out, &nan_a, &nan_b, 1, BAGUA_FLOAT32, BAGUA_SUM);

@@ -89,7 +89,7 @@ TEST_CASE("a full XML topology file (with a comment) loads through hwloc's libxm
 }
 
 // Run by ctest as "topology_minimal_xml_parser", with HWLOC_LIBXML_IMPORT=0 set for the whole process.
-TEST_CASE("hwloc's built-in parser reads the test topology; full XML gets a clear error", "[.][minimal_xml]") {
+TEST_CASE("hwloc's built-in parser reads the test topology and full XML gets a clear error", "[.][minimal_xml]") {
   REQUIRE(std::getenv("HWLOC_LIBXML_IMPORT") != nullptr);
   check_two_numa_machine(MachineTopology::from_xml(kXml));
   std::string path = write_commented_copy();
@@ -103,7 +103,7 @@ TEST_CASE("hwloc's built-in parser reads the test topology; full XML gets a clea
   std::remove(path.c_str());
 }
 
-TEST_CASE("the real machine has at least one NUMA node and core; binding works", "[topology]") {
+TEST_CASE("the real machine has at least one NUMA node and core, and binding works", "[topology]") {
   MachineTopology t = MachineTopology::detect();
   CHECK(t.this_system);
   CHECK(t.numa_nodes >= 1);

@@ -207,7 +207,7 @@ TEST_CASE("job tables must list exactly the expected ranks", "[wire]") {
   CHECK_THROWS_AS(JobTable::decode(table.encode(), 3), Error);
 }
 
-TEST_CASE("unique ids round-trip; foreign bytes are refused", "[wire]") {
+TEST_CASE("unique ids round-trip and foreign bytes are refused", "[wire]") {
   UniqueId id;
   id.root = SockAddr::parse("127.0.0.1:4321");
   id.secret = Bytes(32, 0x5a);

@@ -31,16 +31,15 @@ void default_ucx_setting(ucp_config_t* config, const char* name, const std::stri
   if (status != UCS_OK) BAGUA_WARN("could not set {}={}: {}", variable, value, ucs_status_string(status));
 }
 
-// UCX_TLS as UCX will use it: from the environment, else from a ucx.conf file (UCX 1.13 reads one in its sysconfdir,
-// the library's ../etc, $HOME, $UCX_CONFIG_DIR and the working directory), else "all".
+// UCX_TLS as UCX will use it: from the environment, else from a ucx.conf file (UCX 1.13 reads
+// <sysconfdir>/ucx/ucx.conf, <libdir>/../etc/ucx.conf, then ucx.conf in $HOME, $UCX_CONFIG_DIR and the working
+// directory), else "all". The environment's is taken as set: UCX prints a value through a 128-byte buffer.
 std::string configured_tls(const ucp_config_t* config) {
+  if (const char* tls = env_get("UCX_TLS")) return tls;
   char* text = nullptr;
   size_t size = 0;
   std::FILE* stream = open_memstream(&text, &size);
-  if (stream == nullptr) {
-    const char* tls = env_get("UCX_TLS");
-    return tls != nullptr ? tls : "";
-  }
+  if (stream == nullptr) return "";
   ucp_config_print(config, stream, nullptr, UCS_CONFIG_PRINT_CONFIG);
   std::fclose(stream);
   std::string tls = ucx_config_value(std::string(text, size), "UCX_TLS");
@@ -67,9 +66,11 @@ namespace {
 UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_copy_bytes,
                            bool host_peers_in_other_pid_namespaces)
     : rank_(rank), nranks_(nranks), single_copy_bytes_(single_copy_bytes), shared_before_(shared_mappings()) {
-  ucp_config_t* config = nullptr;
-  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+  ucp_config_t* read = nullptr;
+  ucs_status_t status = ucp_config_read(nullptr, nullptr, &read);
   if (status != UCS_OK) fail_ucx(status, "ucp_config_read");
+  std::unique_ptr<ucp_config_t, void (*)(ucp_config_t*)> owned(read, ucp_config_release);
+  ucp_config_t* config = owned.get();
   // Peer error handling normally drops shared memory; MM_ERROR_HANDLING keeps it (docs/transport.md). UCX warns
   // about the setting when UCX_TLS leaves out every shared-memory transport, so only set it when one is in.
   const std::string configured = configured_tls(config);
@@ -89,9 +90,12 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   // (docs/transport.md, "TCP send buffers"). 128K, which the kernel doubles, keeps that queue under 2 ms there.
   if (tcp) default_ucx_setting(config, "SNDBUF", "128K", "UCX_TCP_SNDBUF");
   // UCX 1.13's sysv transport fails to connect processes in different PID namespaces (an endpoint timeout at init).
-  // A list the user chose, in the environment or a ucx.conf file, stays.
+  // A list the user chose, in the environment or a ucx.conf file, stays; "all" (set or not) includes sysv.
   const bool tls_chosen = !configured.empty() && configured != "all";
-  if (host_peers_in_other_pid_namespaces && !tls_chosen) default_ucx_setting(config, "TLS", "^sysv");
+  if (host_peers_in_other_pid_namespaces && !tls_chosen) {
+    status = ucp_config_modify(config, "TLS", "^sysv");
+    if (status != UCS_OK) BAGUA_WARN("could not set UCX_TLS=^sysv: {}", ucs_status_string(status));
+  }
   // The eager limit of SendMode::kEager sends (UCX applies it while RNDV_THRESH is auto).
   default_ucx_setting(config, "RNDV_SEND_NBR_THRESH", std::to_string(kEagerMostBytes));
 
@@ -100,7 +104,7 @@ UcxTransport::UcxTransport(int rank, int nranks, int timeout_ms, size_t single_c
   params.features = UCP_FEATURE_TAG;
   params.name = "bagua";
   status = ucp_init(&params, config, &context_);
-  ucp_config_release(config);
+  owned.reset();
   if (status != UCS_OK) fail_ucx(status, "ucp_init");
 
   ucp_worker_params_t worker_params{};
