@@ -177,6 +177,31 @@ def cuda_stream(buf, stream):
     return None
 
 
+def record_on_stream(bufs, stream):
+    """A CUDA tensor used on a stream other than torch's current one on its device: tell torch's caching allocator
+    (Tensor.record_stream), so that freeing the tensor after the call does not hand its memory to work on the current
+    stream before that stream's use of it is done."""
+    if stream is None:
+        return
+    for buf in bufs:
+        if not (isinstance(buf, Buffer) and buf.is_cuda and buf.device is not None):
+            continue
+        import torch
+
+        if not isinstance(buf.keep, torch.Tensor):
+            continue
+        if isinstance(stream, torch.cuda.Stream):
+            used = stream
+        else:
+            handle = int(getattr(stream, "cuda_stream", stream))
+            if handle == 0:  # NULL: the legacy default stream, torch's default one
+                used = torch.cuda.default_stream(buf.device)
+            else:
+                used = torch.cuda.ExternalStream(handle, device=buf.device)
+        if used.cuda_stream != torch.cuda.current_stream(buf.device).cuda_stream:
+            buf.keep.record_stream(used)
+
+
 def order_after_current_stream(bufs):
     """Non-blocking calls on CUDA tensors read their input after the legacy default stream's earlier work (the C
     API): make that stream wait for torch's current stream too, where the input may still be being written."""

@@ -186,12 +186,14 @@ class LowPrecisionDecentralized(_Handle):
         self.compression = compression or Compression()
         cfg = self.compression.as_struct()
         handle = c_handle()
+        _finish_current_stream(init)
         call("lpdec_create", comm._h(), init.count, ctypes.byref(cfg), init.ptr, ctypes.byref(handle))
         super().__init__(comm, handle)
 
     def step(self, x):
         """Collective: x (the updated weights) <- replica average, and the change goes out compressed."""
         b = _float32(x, "x", self.count)
+        _finish_current_stream(b)
         call("lpdec_step", self._h(), b.ptr)
         return x
 
@@ -204,6 +206,15 @@ class LowPrecisionDecentralized(_Handle):
         return out
 
 
+def _finish_current_stream(buf):
+    """For a CUDA buffer: wait for torch's current stream on its device. The lpdec calls and the averaging thread
+    order only after the legacy default stream (the C API), and the current stream may be another one."""
+    if buf.is_cuda and buf.device is not None:
+        import torch
+
+        torch.cuda.current_stream(buf.device).synchronize()
+
+
 class AsyncAverage:
     """Asynchronous model averaging of buf by a background thread (collective start and stop). Guard your
     updates of buf with `with avg.locked():`."""
@@ -213,6 +224,7 @@ class AsyncAverage:
         self._buf = as_buffer(buf, "buf", True)  # referenced until stop
         self._handle = c_handle()
         self._holder = None  # the thread that holds the lock
+        _finish_current_stream(self._buf)  # the averaging thread reads buf at once, on its own stream
         call("async_average_start", comm._h(), self._buf.ptr, self._buf.count, int(self._buf.dtype),
              int(interval_ms), ctypes.byref(self._handle))
         comm._active.add(self)
@@ -228,10 +240,7 @@ class AsyncAverage:
 
     def unlock(self):
         h = self._h()
-        if self._buf.is_cuda:  # the averaging thread reads buf once unlocked: the caller's stream work must be done
-            import torch
-
-            torch.cuda.current_stream(self._buf.device).synchronize()
+        _finish_current_stream(self._buf)  # the averaging thread reads buf once unlocked
         try:
             call("async_average_unlock", h)
         finally:  # unlocked now, or refused because this thread did not hold the lock

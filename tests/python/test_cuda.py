@@ -30,6 +30,27 @@ def test_collectives_on_the_current_stream(comm):
     assert got.reshape(n, -1).tolist() == [[r] * 4096 for r in range(n)]
 
 
+def test_a_call_on_another_stream_keeps_its_tensor_from_reuse(comm):
+    # The call runs on `side`, not torch's current stream: the binding records the tensor on side (record_stream), so
+    # freeing it right after the call does not hand its memory to new work on the current stream while side, held
+    # busy by a sleep, has not run the call yet.
+    side = torch.cuda.Stream()
+    x = torch.full((1 << 20,), float(comm.rank + 1), device="cuda")
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU clock cycles
+    comm.allreduce(x, stream=side)
+    freed = x.data_ptr()
+    del x
+    y = torch.empty(1 << 20, device="cuda")
+    assert y.data_ptr() != freed
+    side.synchronize()
+    z = torch.full((1 << 20,), float(comm.rank + 1), device="cuda")
+    comm.allreduce(z, stream=side)
+    side.synchronize()
+    assert torch.all(z == comm.size * (comm.size + 1) / 2)
+
+
 def test_host_and_device_in_one_call_is_refused(comm):
     with pytest.raises(bagua.InvalidArgumentError, match="different devices"):
         comm.allreduce(torch.ones(8), torch.ones(8, device="cuda"))

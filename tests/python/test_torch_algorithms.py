@@ -70,3 +70,37 @@ def test_algorithm_trains(comm, name):
 def test_async_needs_the_optimizers(comm):
     with pytest.raises(ValueError, match="optimizers"):
         bt.DistributedDataParallel(model(), bt.AsyncModelAverage())
+
+
+def test_async_optimizer_takes_a_learning_rate_scheduler(comm):
+    # AsyncModelAverage wraps opt.step; torch's schedulers wrap it again and need a bound method (__self__, __func__).
+    net = model()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    ddp = bt.DistributedDataParallel(net, bt.AsyncModelAverage(interval_ms=1), optimizers=[opt])
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    for step in range(4):
+        x, y = batch(step, comm.rank)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+        scheduler.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.025)
+    ddp.close()
+
+
+def test_qadam_step_runs_a_closure(comm):
+    # As torch's optimizers do: the closure's backward runs with gradients enabled inside step().
+    net = model()
+    opt = bt.QAdamOptimizer(net.parameters(), lr=0.01, warmup_steps=10)
+    x, y = batch(0, comm.rank)
+    before = [p.detach().clone() for p in net.parameters()]
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        return loss
+
+    loss = opt.step(closure)
+    assert torch.isfinite(loss)
+    assert any(not torch.equal(b, p) for b, p in zip(before, net.parameters()))

@@ -40,11 +40,11 @@ def shard(step, rank, batch=16):
     return x, y
 
 
-def train(model, steps, rank, use_side=lambda step: False, accumulate=1, no_sync=None):
+def train(model, steps, rank, use_side=lambda step: False, accumulate=1, no_sync=None, set_to_none=False):
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     losses = []
     for step in range(steps):
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=set_to_none)
         for micro in range(accumulate):
             x, y = shard(step * accumulate + micro, rank)
             ctx = no_sync() if no_sync is not None and micro < accumulate - 1 else _nothing()
@@ -81,6 +81,19 @@ def test_gradient_allreduce_matches_torch_ddp(comm, gloo):
     params = gathered_params(comm, ours.module)
     assert all(torch.equal(params[0], params[r]) for r in range(comm.size))
     assert ours.scheduler_info()["steps"] == 100
+    ours.close()
+
+
+def test_gradients_set_to_none_match_torch_ddp(comm, gloo):
+    # zero_grad(set_to_none=True), torch 2.x's default: each step's gradients arrive in new tensors, not the views.
+    reference = torch.nn.parallel.DistributedDataParallel(make_model(3))
+    ours = bt.DistributedDataParallel(make_model(3), bt.GradientAllReduce(), bucket_bytes=2048, autotune=False)
+    ref_losses = train(reference, 20, comm.rank, set_to_none=True)
+    our_losses = train(ours, 20, comm.rank, set_to_none=True)
+    rel = np.abs(np.array(our_losses) - np.array(ref_losses)) / np.abs(np.array(ref_losses))
+    assert rel.max() <= 1e-5, (rel.max(), int(rel.argmax()))
+    params = gathered_params(comm, ours.module)
+    assert all(torch.equal(params[0], params[r]) for r in range(comm.size))
     ours.close()
 
 

@@ -9,6 +9,7 @@ the end of backward waits and copies the averaged weights back before the optimi
 
 import collections
 import contextlib
+import types
 import weakref
 
 import torch
@@ -117,13 +118,15 @@ class DistributedDataParallel(torch.nn.Module):
                 view.copy_(p.reshape(-1))
                 p.data = view.view_as(p)  # the parameters now live in the averaged buffer
         self._flat = views[0]._base if views[0]._base is not None else views[0]
+        if self._flat.is_cuda:  # the averaging thread reads the buffer at once, on its own stream
+            torch.cuda.current_stream(self._flat.device).synchronize()
         self._async = AsyncAverage(self.comm, self._flat, self.algorithm.interval_ms)
         self._locked = False
         this = weakref.ref(self)
         for opt in optimizers:
             step = opt.step
 
-            def locked_step(*args, _step=step, **kwargs):
+            def locked_step(_opt, *args, _step=step, **kwargs):
                 result = _step(*args, **kwargs)
                 ddp = this()
                 if ddp is not None and ddp._locked:
@@ -132,8 +135,8 @@ class DistributedDataParallel(torch.nn.Module):
                 return result
 
             locked_step.__doc__ = step.__doc__
-
-            opt.step = locked_step
+            # A bound method, as torch's learning-rate schedulers expect of opt.step (they read __self__/__func__).
+            opt.step = types.MethodType(locked_step, opt)
 
     def _async_unlock(self):
         p = self._params[0]
@@ -179,9 +182,13 @@ class DistributedDataParallel(torch.nn.Module):
             return
         p, view = self._order[i], self._buffers_for_comm[i]
         if p.grad is None or p.grad.data_ptr() != view.data_ptr():
-            # the caller set .grad to None (zero_grad) or accumulated outside a synced step: back into the view
+            # the caller set .grad to None (zero_grad's default from torch 2.0) or accumulated outside a synced
+            # step: back into the view
             with torch.no_grad():
-                view.copy_(p.grad.reshape(-1))
+                if p.grad is None:
+                    view.zero_()
+                else:
+                    view.copy_(p.grad.reshape(-1))
             p.grad = view.view_as(p)
         self._scheduler.mark_ready(i, self._event_for(p))
         self._marked.add(i)
@@ -192,7 +199,7 @@ class DistributedDataParallel(torch.nn.Module):
         if p.device.type != "cuda":
             return None
         event = torch.cuda.Event()
-        event.record()
+        event.record(torch.cuda.current_stream(p.device))  # p's device, whichever device is current
         self._events.append(event)
         return event.cuda_event
 

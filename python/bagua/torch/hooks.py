@@ -77,7 +77,9 @@ def _as_numpy(floats):
 
 
 def _done(tensor):
-    future = torch.futures.Future()
+    # A future holding a CUDA tensor names its device, so that DDP's use of the result waits for the current stream
+    # (a CPU future does not synchronize CUDA values).
+    future = torch.futures.Future(devices=[tensor.device]) if tensor.is_cuda else torch.futures.Future()
     future.set_result(tensor)
     return future
 

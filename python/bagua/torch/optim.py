@@ -22,7 +22,10 @@ class QAdamOptimizer(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = closure() if closure is not None else None
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():  # the closure's backward needs it, as in torch's own optimizers
+                loss = closure()
         compressed = self.steps >= self.warmup_steps  # the scheduler sent momentum, not gradients
         self.steps += 1
         t = self.steps
