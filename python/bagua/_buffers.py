@@ -178,28 +178,21 @@ def cuda_stream(buf, stream):
 
 
 def record_on_stream(bufs, stream):
-    """A CUDA tensor used on a stream other than torch's current one on its device: tell torch's caching allocator
-    (Tensor.record_stream), so that freeing the tensor after the call does not hand its memory to work on the current
-    stream before that stream's use of it is done."""
-    if stream is None:
+    """A CUDA tensor used on a torch.cuda.Stream other than torch's current one on its device: tell torch's caching
+    allocator (Tensor.record_stream), so that freeing the tensor after the call does not hand its memory to work on
+    the current stream before that stream's use of it is done. A raw cudaStream_t is left alone (its device is not
+    known here, and a wrong one would make the allocator fail when the tensor is freed): keep such a call's tensors
+    until its stream has run it, as with the C API."""
+    if stream is None or type(stream).__module__.split(".")[0] != "torch":
+        return
+    import torch
+
+    if not isinstance(stream, torch.cuda.Stream):
         return
     for buf in bufs:
-        if not (isinstance(buf, Buffer) and buf.is_cuda and buf.device is not None):
-            continue
-        import torch
-
-        if not isinstance(buf.keep, torch.Tensor):
-            continue
-        if isinstance(stream, torch.cuda.Stream):
-            used = stream
-        else:
-            handle = int(getattr(stream, "cuda_stream", stream))
-            if handle == 0:  # NULL: the legacy default stream, torch's default one
-                used = torch.cuda.default_stream(buf.device)
-            else:
-                used = torch.cuda.ExternalStream(handle, device=buf.device)
-        if used.cuda_stream != torch.cuda.current_stream(buf.device).cuda_stream:
-            buf.keep.record_stream(used)
+        if isinstance(buf, Buffer) and buf.is_cuda and isinstance(buf.keep, torch.Tensor):
+            if stream != torch.cuda.current_stream(buf.device):
+                buf.keep.record_stream(stream)
 
 
 def order_after_current_stream(bufs):

@@ -194,9 +194,9 @@ class Communicator:
 
     def _call(self, name, c_args, bufs, stream):
         call(name, *c_args, self._h(), self._stream(bufs, stream))
-        _buffers.record_on_stream(bufs, stream)
         if _in_group():
             _group.keep.append(bufs)
+        _buffers.record_on_stream(bufs, stream)
 
     @staticmethod
     def _stream(bufs, stream):

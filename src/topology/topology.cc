@@ -64,15 +64,16 @@ bool libxml_plugin_present() {
        hint);
 }
 
-// `what` names where the path came from (BAGUA_TOPO_FILE or the caller) for the error message.
-TopologyPtr load(const std::string& xml_path, const char* what) {
+// `what` names where the path came from (BAGUA_TOPO_FILE or the caller) for the error message. Without `io_devices`,
+// no PCI discovery (what binding needs: NUMA nodes and their cores).
+TopologyPtr load(const std::string& xml_path, const char* what, bool io_devices = true) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) fail(BAGUA_ERR_SYSTEM, "hwloc_topology_init failed");
   TopologyPtr topo(raw);
   for (const char* name : kUnneededComponents)
     hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, name);
   // Keep the PCI devices that matter (GPUs, NICs) and the OS devices under them.
-  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  hwloc_topology_set_io_types_filter(raw, io_devices ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE);
   if (!xml_path.empty()) {
     // hwloc gives no reason for a failed file, so check that it opens before handing it over.
     if (access(xml_path.c_str(), R_OK) != 0) fail_on_file(what, xml_path, errno);
@@ -156,7 +157,9 @@ int bind_to_numa_node(int node) {
     BAGUA_WARN("BAGUA_BIND=1 ignored: BAGUA_TOPO_FILE describes another machine");
     return -1;
   }
-  TopologyPtr topo = load("", "");
+  // No PCI discovery: a second one in a process leaked memory inside hwloc's PCI plugin (LeakSanitizer, whose stack
+  // then ends in the unloaded plugin), and binding needs none of it.
+  TopologyPtr topo = load("", "", false);
   int nodes = hwloc_get_nbobjs_by_type(topo.get(), HWLOC_OBJ_NUMANODE);
   if (nodes <= 0) return -1;
   hwloc_obj_t obj = hwloc_get_obj_by_type(topo.get(), HWLOC_OBJ_NUMANODE, static_cast<unsigned>(node % nodes));

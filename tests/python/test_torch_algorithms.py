@@ -77,15 +77,17 @@ def test_async_optimizer_takes_a_learning_rate_scheduler(comm):
     net = model()
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     ddp = bt.DistributedDataParallel(net, bt.AsyncModelAverage(interval_ms=1), optimizers=[opt])
-    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
-    for step in range(4):
-        x, y = batch(step, comm.rank)
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(ddp(x), y).backward()
-        opt.step()
-        scheduler.step()
-    assert opt.param_groups[0]["lr"] == pytest.approx(0.025)
-    ddp.close()
+    try:
+        scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        for step in range(4):
+            x, y = batch(step, comm.rank)
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(ddp(x), y).backward()
+            opt.step()
+            scheduler.step()
+        assert opt.param_groups[0]["lr"] == pytest.approx(0.025)
+    finally:
+        ddp.close()
 
 
 def test_qadam_step_runs_a_closure(comm):

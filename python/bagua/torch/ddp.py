@@ -118,8 +118,6 @@ class DistributedDataParallel(torch.nn.Module):
                 view.copy_(p.reshape(-1))
                 p.data = view.view_as(p)  # the parameters now live in the averaged buffer
         self._flat = views[0]._base if views[0]._base is not None else views[0]
-        if self._flat.is_cuda:  # the averaging thread reads the buffer at once, on its own stream
-            torch.cuda.current_stream(self._flat.device).synchronize()
         self._async = AsyncAverage(self.comm, self._flat, self.algorithm.interval_ms)
         self._locked = False
         this = weakref.ref(self)
@@ -135,6 +133,7 @@ class DistributedDataParallel(torch.nn.Module):
                 return result
 
             locked_step.__doc__ = step.__doc__
+            locked_step.__dict__.update(getattr(step, "__dict__", {}))  # a scheduler's mark on the step it wrapped
             # A bound method, as torch's learning-rate schedulers expect of opt.step (they read __self__/__func__).
             opt.step = types.MethodType(locked_step, opt)
 
