@@ -6,6 +6,7 @@
 // [minimal_xml] case in a process of its own with HWLOC_LIBXML_IMPORT=0 (hwloc reads it once per process).
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,6 +105,10 @@ TEST_CASE("hwloc's built-in parser reads the test topology and full XML gets a c
 }
 
 TEST_CASE("the real machine has at least one NUMA node and core, and binding works", "[topology]") {
+  // hwloc's PCI plugin leaves an allocation of libpciaccess's behind and unloads the library with the topology, so
+  // LeakSanitizer (scripts/sanitize.sh asan) reported 136 bytes from an unknown module. Kept loaded, libpciaccess's
+  // globals still reach it.
+  dlopen("libpciaccess.so.0", RTLD_LAZY | RTLD_NODELETE);
   MachineTopology t = MachineTopology::detect();
   CHECK(t.this_system);
   CHECK(t.numa_nodes >= 1);
