@@ -49,6 +49,13 @@ class ScopedEnv {
   bool had_ = false;
 };
 
+// What is left to read in `file`.
+std::string read_rest(std::FILE* file) {
+  std::string out;
+  for (int c; (c = std::fgetc(file)) != EOF;) out.push_back(static_cast<char>(c));
+  return out;
+}
+
 // Sends stdout and stderr (UCX logs to stdout) to a temporary file for its lifetime; text() reads what came.
 class CapturedOutput {
  public:
@@ -68,11 +75,9 @@ class CapturedOutput {
   }
   std::string text() {
     restore();
-    std::string out;
     if (file_ == nullptr) return "(no temporary file)";
     std::rewind(file_);
-    for (int c; (c = std::fgetc(file_)) != EOF;) out.push_back(static_cast<char>(c));
-    return out;
+    return read_rest(file_);
   }
 
  private:
@@ -163,7 +168,7 @@ int run_with_ucx_conf(const std::string& tag, const std::string& tls, std::strin
   if (child > 0) waitpid(child, &status, 0);
   output->clear();
   if (std::FILE* f = std::fopen(log.c_str(), "r")) {
-    for (int c; (c = std::fgetc(f)) != EOF;) output->push_back(static_cast<char>(c));
+    *output = read_rest(f);
     std::fclose(f);
   }
   std::remove(conf.c_str());
