@@ -112,7 +112,9 @@ BAGUA_API bagua_status_t bagua_comm_init_rank_config(bagua_comm_t* comm, int nra
                                                      const bagua_config_t* config);
 /* Reads BAGUA_* (bagua-run), torchrun, Open MPI or Slurm variables, in that order. */
 BAGUA_API bagua_status_t bagua_comm_init_from_env(bagua_comm_t* comm);
-/* Frees the communicator. Safe after an error or an abort; returns within about 2 s even when peers are dead. */
+/* Frees the communicator. Safe after an error or an abort; returns within about 2 s even when peers are dead.
+ * Requests of it still out stay valid: bagua_wait or bagua_test frees each, returning its operation's outcome, or
+ * BAGUA_ERR_ABORTED (output undefined) where it had not completed. */
 BAGUA_API bagua_status_t bagua_comm_destroy(bagua_comm_t comm);
 /* Poisons the communicator with BAGUA_ERR_ABORTED and wakes any blocked call. Safe from any thread.
  * It does not free: call bagua_comm_destroy afterwards. */
@@ -321,7 +323,8 @@ BAGUA_API bagua_status_t bagua_qstate_create(bagua_comm_t comm, size_t count, ba
                                              const bagua_compression_t* cfg, bagua_qstate_t* state);
 BAGUA_API bagua_status_t bagua_qstate_destroy(bagua_qstate_t state);
 /* What error feedback still holds, as count floats: this rank's worker error plus, on the chunk it owns, the
- * owner error. Summed over ranks it is exactly what the outputs so far are missing from the exact sums. */
+ * owner error. Summed over ranks it is exactly what the outputs so far are missing from the exact sums. residual may be
+ * host or device memory (written after earlier work on its device's legacy default stream; done on return). */
 BAGUA_API bagua_status_t bagua_qstate_residual(bagua_qstate_t state, float* residual, size_t count);
 
 /* op: BAGUA_SUM or BAGUA_AVG. dtype: FLOAT32, FLOAT16 or BFLOAT16 (accumulated in fp32). In place when
@@ -452,7 +455,8 @@ typedef struct {
 } bagua_scheduler_info_t;
 
 typedef struct bagua_scheduler* bagua_scheduler_t;
-/* Collective: a scheduler on its own split of comm, with its own thread. */
+/* Collective: a scheduler on its own split of comm, with its own thread. It may outlive comm. The bagua_scheduler_*
+ * calls below record their errors as the thread's: read them with bagua_get_last_error(NULL). */
 BAGUA_API bagua_status_t bagua_scheduler_create(bagua_comm_t comm, const bagua_scheduler_config_t* config,
                                                 bagua_scheduler_t* sched);
 /* Collective, once: the tensors in the order buckets should go (best: the order backward produces them).
@@ -481,7 +485,8 @@ BAGUA_API bagua_status_t bagua_scheduler_wait(bagua_scheduler_t sched, void* str
  * Error-feedback residuals, momentum and replicas are kept per tensor and carry over. */
 BAGUA_API bagua_status_t bagua_scheduler_set_bucket_bytes(bagua_scheduler_t sched, size_t bucket_bytes);
 BAGUA_API bagua_status_t bagua_scheduler_get_info(bagua_scheduler_t sched, bagua_scheduler_info_t* info);
-/* The error-feedback residual of tensor (count floats): what this rank's compression still owes it. */
+/* The error-feedback residual of tensor (count floats): what this rank's compression still owes it. Host or device
+ * memory, as bagua_qstate_residual. */
 BAGUA_API bagua_status_t bagua_scheduler_residual(bagua_scheduler_t sched, int tensor, float* residual, size_t count);
 /* Refused (INVALID_USAGE) while a step is in flight (marked but not waited for), unless the scheduler failed.
  * Waits (bounded) for device steps still running after their wait. */

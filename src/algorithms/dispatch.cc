@@ -483,20 +483,28 @@ std::unique_ptr<Operation> make_collective(Comm& comm, CollectiveArgs args, cons
     return make_device_collective(comm, args, algorithm, suffix);
   }
   ScheduleContext ctx = collective_context(comm, args, algorithm);
-  // The sequence number (and a shared-memory turn) is taken: a failure from here on (out of memory) leaves this
-  // rank out of step with its peers and the turn never passed on, so it fails the communicator.
-  try {
+  // The sequence number (and a shared-memory turn) is taken: a failure from here on also leaves the turn never
+  // passed on.
+  return after_sequence_taken(comm, collective_name(args.collective), [&] {
     std::string description = describe_call(args, ctx.sequence, algorithm->name, suffix);
     BAGUA_TRACE("posting {}", description);
     std::unique_ptr<Operation> op = algorithm->build(args, ctx, std::move(description));
     op->set_algorithm(collective_name(args.collective), algorithm->name);
     return op;
+  });
+}
+
+void fail_out_of_step(Comm& comm, const char* what) {
+  try {
+    throw;
   } catch (const Error& e) {
     comm.fail_now(e.status(), e.what());
-    throw;
   } catch (const std::bad_alloc&) {
-    comm.fail_now(BAGUA_ERR_SYSTEM, fmt::format("out of memory setting up {}", collective_name(args.collective)));
-    throw;
+    comm.fail_now(BAGUA_ERR_SYSTEM, fmt::format("out of memory setting up {}", what));
+  } catch (const std::exception& e) {
+    comm.fail_now(BAGUA_ERR_INTERNAL, fmt::format("setting up {}: {}", what, e.what()));
+  } catch (...) {
+    comm.fail_now(BAGUA_ERR_INTERNAL, fmt::format("setting up {}: unknown exception", what));
   }
 }
 

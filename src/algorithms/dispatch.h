@@ -59,6 +59,18 @@ std::unique_ptr<Operation> make_device_computed_relaxation(
 // The context of the next operation on comm: takes its sequence number, so build nothing that can fail after.
 // details: what else every rank's call must agree on; it enters the call's fingerprint (core/tags.h).
 ScheduleContext make_context(Comm& comm, TagKind kind, bagua_datatype_t dtype, bagua_redop_t op, CallDetails details);
+// For work after this rank took a sequence number (make_context) that its peers expect it to use: a failure there
+// (out of memory) leaves it out of step with them, so it fails the communicator (fail_now) and rethrows.
+void fail_out_of_step(Comm& comm, const char* what);  // from inside a catch block
+template <typename F>
+auto after_sequence_taken(Comm& comm, const char* what, F&& work) -> decltype(work()) {
+  try {
+    return work();
+  } catch (...) {
+    fail_out_of_step(comm, what);
+    throw;
+  }
+}
 // The details of a collective call: its count (but alltoallv's, which differ by rank), root and algorithm.
 CallDetails collective_details(const CollectiveArgs& args, const char* algorithm);
 

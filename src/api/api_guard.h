@@ -2,8 +2,10 @@
 // and every failure leaves a message for bagua_get_last_error.
 #pragma once
 
+#include <mutex>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 #include "algorithms/argument_checks.h"
 #include "bagua/bagua.h"
@@ -11,8 +13,14 @@
 #include "base/logging.h"
 #include "core/comm.h"
 
+struct bagua_request;
+
 struct bagua_comm {
   std::unique_ptr<bagua::Comm> impl;
+  // Host requests that bagua_wait or bagua_test has not finished yet; bagua_comm_destroy detaches them
+  // (api/ops_api.cc, detach_open_requests), so that they stay valid after it.
+  std::mutex requests_mutex;
+  std::vector<bagua_request*> open_requests;
 };
 
 namespace bagua {

@@ -113,15 +113,15 @@ bagua_status_t bagua_comm_init_from_env(bagua_comm_t* comm) {
     require_pointer(comm, "comm");
     LaunchInfo info = read_launch_env([](const char* name) { return env_get(name); });
     Config config = Config::from_env();
-    if (info.secret.empty()) warn_unauthenticated_once();
-    // The k-th init_from_env of every process forms the k-th job at the root.
-    static std::atomic<uint64_t> generation(0);
+    check_algorithm_rules(config);  // a bad BAGUA_ALGO fails here, before the rendezvous
     RootLocation root;
-    root.group_key = ++generation;
     root.secret = info.secret;
     root.root_file = info.root_file;
     if (!info.root_addr.empty()) root.address = SockAddr::parse(info.root_addr);
-    check_algorithm_rules(config);  // a bad BAGUA_ALGO fails here, before the rendezvous
+    if (info.secret.empty()) warn_unauthenticated_once();
+    // The k-th init_from_env of every process forms the k-th job at the root; a call refused above takes no number.
+    static std::atomic<uint64_t> generation(0);
+    root.group_key = ++generation;
     if (info.rank == 0 && !info.root_hosted_by_launcher) host_root_for_env(info, config, &root);
     auto handle = std::make_unique<bagua_comm>();
     handle->impl = Comm::create(info.nranks, info.rank, root, config);
@@ -138,6 +138,7 @@ bagua_status_t bagua_comm_destroy(bagua_comm_t comm) {
     require_comm(comm);
     if (open_group_holds(comm))
       fail(BAGUA_ERR_INVALID_USAGE, "calls of this communicator wait in an open group: call bagua_group_end first");
+    detach_open_requests(comm);
     delete comm;
   });
 }
@@ -168,7 +169,6 @@ bagua_status_t bagua_comm_shrink(bagua_comm_t comm, bagua_comm_t* newcomm) {
   return guarded(comm, "bagua_comm_shrink", [&] {
     Comm& c = require_comm(comm);
     require_pointer(newcomm, "newcomm");
-    *newcomm = nullptr;
     auto handle = std::make_unique<bagua_comm>();
     handle->impl = c.shrink();
     prepare_selection(*handle->impl);

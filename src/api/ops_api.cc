@@ -91,18 +91,81 @@ void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
 }
 
 void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_request_t* req) {
-  auto request = std::make_unique<bagua_request>();
-  request->comm = handle;
-  if (op->on_device()) {
-    request->device = std::make_shared<DeviceCompletion>();
-    handle->impl->device_proxy().submit(std::unique_ptr<DeviceOperation>(static_cast<DeviceOperation*>(op.release())),
-                                        request->device);
+  Comm& comm = *handle->impl;
+  std::unique_ptr<bagua_request> request;
+  try {  // the operation holds its sequence number: failing here leaves this rank out of step with its peers
+    request = std::make_unique<bagua_request>();
+    request->comm = handle;
+    if (op->on_device()) {
+      request->device = std::make_shared<DeviceCompletion>();
+    } else {
+      std::lock_guard<std::mutex> lock(handle->requests_mutex);
+      handle->open_requests.reserve(handle->open_requests.size() + 1);
+    }
+  } catch (const std::bad_alloc&) {
+    comm.fail_now(BAGUA_ERR_SYSTEM, "out of memory making a request");
+    throw;
+  }
+  if (request->device) {
+    comm.device_proxy().submit(std::unique_ptr<DeviceOperation>(static_cast<DeviceOperation*>(op.release())),
+                               request->device);
   } else {
     request->op = std::move(op);
-    handle->impl->start(*request->op);
+    comm.start(*request->op);
+    std::lock_guard<std::mutex> lock(handle->requests_mutex);
+    handle->open_requests.push_back(request.get());  // (room reserved above)
   }
   *req = request.release();
 }
+
+void detach_open_requests(bagua_comm* handle) {
+  std::vector<std::unique_ptr<Operation>> operations;
+  std::lock_guard<std::mutex> lock(handle->requests_mutex);
+  operations.reserve(handle->open_requests.size());
+  for (bagua_request* request : handle->open_requests) {
+    Operation& op = *request->op;
+    if (op.state() == Operation::State::kDone) {
+      request->detached_status = BAGUA_SUCCESS;
+    } else if (op.state() == Operation::State::kFailed) {
+      request->detached_status = op.status();
+      request->detached_error = op.error();
+    } else {
+      request->detached_status = BAGUA_ERR_ABORTED;
+      request->detached_error =
+          fmt::format("{}: bagua_comm_destroy came before it completed; its output is undefined", op.description());
+    }
+    request->detached = true;
+    request->comm = nullptr;
+    operations.push_back(std::move(request->op));
+  }
+  handle->open_requests.clear();
+  handle->impl->adopt_detached(std::move(operations));
+}
+
+namespace {
+
+// The end of a host request that bagua_wait or bagua_test finished: off its communicator's list, then freed.
+void finish_host_request(bagua_request* req) {
+  bagua_comm* comm = req->comm;
+  comm->impl->forget(*req->op);
+  {
+    std::lock_guard<std::mutex> lock(comm->requests_mutex);
+    auto& open = comm->open_requests;
+    open.erase(std::remove(open.begin(), open.end(), req), open.end());
+  }
+  delete req;
+}
+
+// A request whose communicator was destroyed before it finished (detach_open_requests).
+bagua_status_t finish_detached_request(bagua_request* req, const char* api) {
+  bagua_status_t status = req->detached_status;
+  std::string error = std::move(req->detached_error);
+  delete req;
+  if (status == BAGUA_SUCCESS) return status;
+  return guarded(nullptr, api, [&] { throw Error(status, error); });
+}
+
+}  // namespace
 
 namespace {
 
@@ -387,6 +450,10 @@ bagua_status_t bagua_test(bagua_request_t req, int* done) {
                    [&] { fail(BAGUA_ERR_INVALID_ARGUMENT, "{} is NULL", req ? "done" : "req"); });
   bagua_comm* comm = req->comm;
   start_group_receives("bagua_test");
+  if (req->detached) {
+    *done = 1;
+    return finish_detached_request(req, "bagua_test");
+  }
   if (req->device) {
     *done = device_request_done(req) ? 1 : 0;
     if (!*done) return BAGUA_IN_PROGRESS;
@@ -400,10 +467,7 @@ bagua_status_t bagua_test(bagua_request_t req, int* done) {
     return finished ? BAGUA_SUCCESS : BAGUA_IN_PROGRESS;
   });
   *done = finished ? 1 : 0;
-  if (finished) {
-    comm->impl->forget(*req->op);
-    delete req;
-  }
+  if (finished) finish_host_request(req);
   return status;
 }
 
@@ -411,6 +475,7 @@ bagua_status_t bagua_wait(bagua_request_t req) {
   if (req == nullptr) return guarded(nullptr, "bagua_wait", [] { fail(BAGUA_ERR_INVALID_ARGUMENT, "req is NULL"); });
   bagua_comm* comm = req->comm;
   start_group_receives("bagua_wait");
+  if (req->detached) return finish_detached_request(req, "bagua_wait");
   if (req->device) {
     // The proxy ends the operation once the caller's stream reaches it plus at most the watchdog's timeout, and at
     // once on failure or abort; the copy of a staged output back takes at most the timeout.
@@ -421,8 +486,7 @@ bagua_status_t bagua_wait(bagua_request_t req) {
     return status;
   }
   bagua_status_t status = guarded(comm, "bagua_wait", [&] { comm->impl->wait(*req->op); });
-  comm->impl->forget(*req->op);
-  delete req;
+  finish_host_request(req);
   return status;
 }
 

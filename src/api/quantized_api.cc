@@ -156,6 +156,7 @@ bagua_status_t bagua_qstate_create(bagua_comm_t comm, size_t count, bagua_dataty
     Codec codec = Codec::from_config(cfg);
     check_float_dtype(dtype);
     checked_bytes(count, dtype, "count");
+    if (codec.error_feedback()) checked_bytes(count, BAGUA_FLOAT32, "count (error feedback is kept in float32)");
     auto made = std::make_unique<bagua_qstate>();
     made->comm = comm;
     made->impl = std::make_unique<QuantizedState>(c, count, dtype, codec);

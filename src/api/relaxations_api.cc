@@ -103,6 +103,9 @@ bagua_status_t bagua_topology_set_hierarchical(bagua_topology_t topo, int hierar
       for (const auto& host : c.hosts())
         if (host.size() != c.hosts().front().size())
           fail(BAGUA_ERR_INVALID_USAGE, "hierarchical gossip needs the same number of ranks on every host");
+    if (hierarchical && topo->kind == BAGUA_TOPO_SHIFT_ONE && nodes % 2 != 0)
+      fail(BAGUA_ERR_INVALID_ARGUMENT,
+           "BAGUA_TOPO_SHIFT_ONE pairs the hosts when hierarchical: it needs an even number of hosts, not {}", nodes);
     Topology t = Topology::builtin(nodes, static_cast<bagua_topology_kind_t>(topo->kind));
     t.hierarchical = hierarchical == 1;
     topo->impl = t;

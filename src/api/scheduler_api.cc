@@ -8,8 +8,9 @@
 #include "api/api_guard.h"
 #include "kernels/dtype.h"
 
+// The scheduler runs on its own split and may outlive the communicator it was made from, so its calls record their
+// errors as the thread's (bagua_get_last_error(NULL)), never on that communicator.
 struct bagua_scheduler {
-  bagua_comm* parent = nullptr;
   bagua::SchedulerConfig config;
   std::unique_ptr<bagua::BucketScheduler> impl;
 };
@@ -38,7 +39,11 @@ SchedulerConfig scheduler_config_of(const bagua_scheduler_config_t* in) {
     compression = *in->compression;
     compression.size = sizeof(bagua_compression_t);
   }
-  if (out.algorithm == BAGUA_BUCKET_ONEBIT) compression.kind = BAGUA_COMPRESS_SIGN, compression.error_feedback = 1;
+  if (out.algorithm == BAGUA_BUCKET_ONEBIT) {  // sign compression with error feedback, whatever `compression` says
+    compression.kind = BAGUA_COMPRESS_SIGN;
+    compression.error_feedback = 1;
+    compression.stochastic = 0;
+  }
   Codec::from_config(&compression);
   out.compression = compression;
   out.bucket_bytes = in->bucket_bytes ? in->bucket_bytes : size_t{4} << 20;
@@ -88,10 +93,16 @@ bagua_status_t bagua_scheduler_create(bagua_comm_t comm, const bagua_scheduler_c
     Comm& c = require_comm(comm);
     require_pointer(sched, "sched");
     SchedulerConfig checked = scheduler_config_of(config);
+    // Flat it pairs ranks. Hierarchical it pairs hosts, and is not chosen for an odd number of them
+    // (hierarchy_applies); an even number of equal hosts has an even number of ranks.
+    if (checked.algorithm == BAGUA_BUCKET_DECENTRALIZED && checked.topology == BAGUA_TOPO_SHIFT_ONE && c.size() % 2)
+      fail(BAGUA_ERR_INVALID_ARGUMENT,
+           "config->topology BAGUA_TOPO_SHIFT_ONE pairs ranks: DECENTRALIZED on it needs an even number of ranks, "
+           "not {}",
+           c.size());
     c.check_usable();
     std::unique_ptr<Comm> own = c.split(0, c.rank());  // collective on comm: the scheduler's thread's own
     auto made = std::make_unique<bagua_scheduler>();
-    made->parent = comm;
     made->config = checked;
     made->impl = std::make_unique<BucketScheduler>(std::move(own), checked);
     *sched = made.release();
@@ -100,7 +111,7 @@ bagua_status_t bagua_scheduler_create(bagua_comm_t comm, const bagua_scheduler_c
 
 bagua_status_t bagua_scheduler_register(bagua_scheduler_t sched, int ntensors, void* const* tensors,
                                         const size_t* counts, const bagua_datatype_t* dtypes) {
-  return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_register", [&] {
+  return guarded(nullptr, "bagua_scheduler_register", [&] {
     require_pointer(sched, "sched");
     if (ntensors < 1) fail(BAGUA_ERR_INVALID_ARGUMENT, "ntensors {} must be at least 1", ntensors);
     require_pointer(tensors, "tensors");
@@ -127,42 +138,42 @@ bagua_status_t bagua_scheduler_register(bagua_scheduler_t sched, int ntensors, v
 }
 
 bagua_status_t bagua_scheduler_mark_ready(bagua_scheduler_t sched, int tensor, void* event) {
-  return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_mark_ready", [&] {
+  return guarded(nullptr, "bagua_scheduler_mark_ready", [&] {
     require_pointer(sched, "sched");
     sched->impl->mark_ready(tensor, event);
   });
 }
 
 bagua_status_t bagua_scheduler_mark_unused(bagua_scheduler_t sched, int tensor) {
-  return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_mark_unused", [&] {
+  return guarded(nullptr, "bagua_scheduler_mark_unused", [&] {
     require_pointer(sched, "sched");
     sched->impl->mark_unused(tensor);
   });
 }
 
 bagua_status_t bagua_scheduler_skip_step(bagua_scheduler_t sched) {
-  return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_skip_step", [&] {
+  return guarded(nullptr, "bagua_scheduler_skip_step", [&] {
     require_pointer(sched, "sched");
     sched->impl->skip_step();
   });
 }
 
 bagua_status_t bagua_scheduler_wait(bagua_scheduler_t sched, void* stream) {
-  return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_wait", [&] {
+  return guarded(nullptr, "bagua_scheduler_wait", [&] {
     require_pointer(sched, "sched");
     sched->impl->wait(stream);
   });
 }
 
 bagua_status_t bagua_scheduler_set_bucket_bytes(bagua_scheduler_t sched, size_t bucket_bytes) {
-  return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_set_bucket_bytes", [&] {
+  return guarded(nullptr, "bagua_scheduler_set_bucket_bytes", [&] {
     require_pointer(sched, "sched");
     sched->impl->set_bucket_bytes(bucket_bytes);
   });
 }
 
 bagua_status_t bagua_scheduler_get_info(bagua_scheduler_t sched, bagua_scheduler_info_t* info) {
-  return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_get_info", [&] {
+  return guarded(nullptr, "bagua_scheduler_get_info", [&] {
     require_pointer(sched, "sched");
     require_pointer(info, "info");
     if (info->size < sizeof(bagua_scheduler_info_t))
@@ -182,7 +193,7 @@ bagua_status_t bagua_scheduler_get_info(bagua_scheduler_t sched, bagua_scheduler
 }
 
 bagua_status_t bagua_scheduler_residual(bagua_scheduler_t sched, int tensor, float* residual, size_t count) {
-  return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_residual", [&] {
+  return guarded(nullptr, "bagua_scheduler_residual", [&] {
     require_pointer(sched, "sched");
     require_pointer(residual, "residual");
     sched->impl->residual(tensor, residual, count);
@@ -190,7 +201,7 @@ bagua_status_t bagua_scheduler_residual(bagua_scheduler_t sched, int tensor, flo
 }
 
 bagua_status_t bagua_scheduler_destroy(bagua_scheduler_t sched) {
-  return guarded(sched ? sched->parent : nullptr, "bagua_scheduler_destroy", [&] {
+  return guarded(nullptr, "bagua_scheduler_destroy", [&] {
     require_pointer(sched, "sched");
     if (sched->impl->step_in_flight())
       fail(BAGUA_ERR_INVALID_USAGE, "a step is in flight (tensors marked, wait not called): wait for it first");

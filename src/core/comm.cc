@@ -35,8 +35,14 @@ Comm::~Comm() {
     if (ring_ && healthy) ring_->say_goodbye();
     if (transport_) transport_->shutdown(healthy);
     if (ring_) ring_->shutdown();
+    detached_.clear();  // their transfers are cancelled; what they hold of this communicator still exists
   }
   if (--g_live_comms == 0) release_scratch_cache();  // no communicator left to reuse it
+}
+
+void Comm::adopt_detached(std::vector<std::unique_ptr<Operation>> operations) {
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
+  for (auto& op : operations) detached_.push_back(std::move(op));
 }
 
 DeviceProxy& Comm::device_proxy() {

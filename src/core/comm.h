@@ -94,6 +94,9 @@ class Comm {
   void wait(Operation& op);
   // Releases an operation the caller no longer tracks (finished or failed).
   void forget(Operation& op);
+  // Operations of requests still out when the communicator is destroyed: it fails them like its other operations
+  // and frees them once its transport has let go of their transfers.
+  void adopt_detached(std::vector<std::unique_ptr<Operation>> operations);
 
   uint64_t next_collective_sequence() { return collective_sequence_++; }
   // Operations of the library's own when a communicator is made (its calibration), kept out of the caller's
@@ -195,6 +198,7 @@ class Comm {
     std::unique_lock<std::recursive_mutex> lock;
   };
   std::vector<Operation*> active_;
+  std::vector<std::unique_ptr<Operation>> detached_;  // adopt_detached's, freed by the destructor
   struct Watch {
     uint64_t events = 0;
     CoarseClock::time_point last_progress;

@@ -119,6 +119,19 @@ MemoryType DeviceRuntime::memory_type(const void* ptr, int* device) {
   return query_memory_type(ptr, device);
 }
 
+void DeviceRuntime::copy_from_host_to_any(void* dst, const void* src, size_t bytes, int timeout_ms) {
+  int device = -1;
+  if (bytes == 0) return;
+  if (memory_type(dst, &device) == MemoryType::kHost) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  on_device(device, [&] {
+    copy_async(dst, src, bytes, nullptr);
+    synchronize(nullptr, timeout_ms);
+  });
+}
+
 MemoryType detect_memory_type(const void* ptr) {
   if (ptr == nullptr) return MemoryType::kHost;
   return device_runtime().memory_type(ptr, nullptr);

@@ -186,6 +186,10 @@ class DeviceRuntime {
   // Runs `work` with `device` current on the calling thread, so that the legacy default stream (nullptr) there is
   // that device's; the thread's own context comes back after.
   virtual void on_device(int device, const std::function<void()>& work) = 0;
+  // Copies host memory to `dst`, a caller's buffer of host or device memory: into device memory on the legacy
+  // default stream of dst's device (after the caller's earlier work there), done when it returns; throws TIMEOUT
+  // after timeout_ms.
+  void copy_from_host_to_any(void* dst, const void* src, size_t bytes, int timeout_ms);
   // Called once by each library thread that touches CUDA: relaxed stream-capture mode, so that a user's
   // global-mode capture elsewhere does not fail our calls.
   virtual void enter_library_thread() = 0;

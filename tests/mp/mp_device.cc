@@ -1420,6 +1420,14 @@ int quantized_state_rules(bagua_comm_t comm, void* stream) {
   MP_OK(bagua_qstate_residual(host_state, rh.data(), count));
   MP_OK(bagua_qstate_residual(dev_state, rd.data(), count));
   MP_CHECK(std::memcmp(rh.data(), rd.data(), bytes) == 0);
+  // The residual written into device memory: the same bits.
+  std::fill(rd.begin(), rd.end(), -1.0f);
+  void* residual = g_rt->alloc_device(bytes, 0);
+  MP_OK(bagua_qstate_residual(dev_state, static_cast<float*>(residual), count));
+  g_rt->copy_async(rd.data(), residual, bytes, nullptr);
+  sync(nullptr);
+  g_rt->free_device(residual);
+  MP_CHECK(std::memcmp(rh.data(), rd.data(), bytes) == 0);
   g_rt->free_device(dev);
   g_rt->destroy_stream(other);
   return 0;

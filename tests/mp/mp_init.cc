@@ -1,6 +1,9 @@
 // Under bagua-run -n N: every rank forms the communicator, sees the right rank/size/local values,
-// passes barriers, forms a second communicator, and destroys both.
+// passes barriers, forms a second communicator (after a refused attempt on the last rank), and destroys both.
 #include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 
 #include "mp/mp_check.h"
 
@@ -22,8 +25,16 @@ int main() {
     if (i % 5 == 0) usleep(1000 * rank);
     MP_OK(bagua_barrier(comm, nullptr));
   }
-  // A second communicator from the environment forms alongside the first.
+  // A second communicator from the environment forms alongside the first. On the last rank a first attempt with a
+  // bad BAGUA_ALGO is refused before the rendezvous and takes no job number, so its retry joins the others' job.
   bagua_comm_t second = nullptr;
+  if (rank == size - 1) {
+    setenv("BAGUA_ALGO", "allreduce:no_such_algorithm", 1);
+    MP_CHECK(bagua_comm_init_from_env(&second) == BAGUA_ERR_INVALID_USAGE);
+    MP_CHECK(std::strstr(bagua_get_last_error(nullptr), "BAGUA_ALGO") != nullptr);
+    MP_CHECK(second == nullptr);
+    unsetenv("BAGUA_ALGO");
+  }
   MP_OK(bagua_comm_init_from_env(&second));
   int second_rank = -1;
   MP_OK(bagua_comm_rank(second, &second_rank));

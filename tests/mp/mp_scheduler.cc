@@ -780,6 +780,22 @@ int device(bagua_comm_t comm) {
         }
       }
     }
+    // The error-feedback residuals (zeros where the algorithm keeps none) are the same bits, read into host memory
+    // and into device memory (bagua_scheduler_residual writes either).
+    for (int t = 0; t < host.size(); ++t) {
+      if (dtypes[t] != BAGUA_FLOAT32 || host.counts[t] == 0) continue;
+      const size_t n = host.counts[t];
+      std::vector<float> from_host(n, -1.0f), from_device(n, -1.0f), through_device(n, -1.0f);
+      MP_OK(bagua_scheduler_residual(hs, t, from_host.data(), n));
+      MP_OK(bagua_scheduler_residual(ds, t, from_device.data(), n));
+      void* residual = rt.alloc_device(n * sizeof(float), 0);
+      MP_OK(bagua_scheduler_residual(ds, t, static_cast<float*>(residual), n));
+      rt.copy_async(through_device.data(), residual, n * sizeof(float), nullptr);
+      rt.synchronize(nullptr, 10000);
+      rt.free_device(residual);
+      MP_CHECK(std::memcmp(from_host.data(), from_device.data(), n * sizeof(float)) == 0);
+      MP_CHECK(std::memcmp(from_host.data(), through_device.data(), n * sizeof(float)) == 0);
+    }
     MP_OK(bagua_scheduler_destroy(hs));
     MP_OK(bagua_scheduler_destroy(ds));
     for (void* p : dev) rt.free_device(p);

@@ -158,3 +158,92 @@ TEST_CASE("collective argument rules: in place, overlap, NULL, overflow, op and 
         BAGUA_ERR_INVALID_ARGUMENT);
   CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
 }
+
+// A host request still out when its communicator is destroyed stays valid: bagua_wait or bagua_test ends it with its
+// operation's outcome, or ABORTED where it had not completed (a receive that nothing sends to). A refused shrink
+// leaves its out-parameter alone. (Under AddressSanitizer this also shows that nothing reads the freed
+// communicator.)
+TEST_CASE("requests outlive their destroyed communicator, and a refused shrink keeps newcomm", "[api]") {
+  bagua_unique_id_t id{};
+  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
+  bagua_comm_t comm = nullptr;
+  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  int32_t in[4] = {1, 2, 3, 4}, out[4] = {0, 0, 0, 0}, never[2] = {-1, -1};
+  bagua_request_t summed = nullptr, waited = nullptr, tested = nullptr;
+  REQUIRE(bagua_iallreduce(in, out, 4, BAGUA_INT32, BAGUA_SUM, comm, &summed) == BAGUA_SUCCESS);
+  REQUIRE(bagua_irecv(&never[0], 1, BAGUA_INT32, 0, comm, &waited) == BAGUA_SUCCESS);
+  REQUIRE(bagua_irecv(&never[1], 1, BAGUA_INT32, 0, comm, &tested) == BAGUA_SUCCESS);
+  bagua_comm_t kept = comm;
+  CHECK(bagua_comm_shrink(comm, &kept) == BAGUA_ERR_INVALID_USAGE);  // operations in flight
+  CHECK(kept == comm);
+  CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
+  CHECK(bagua_wait(summed) == BAGUA_SUCCESS);  // one rank: done when posted
+  CHECK(out[3] == 4);
+  CHECK(bagua_wait(waited) == BAGUA_ERR_ABORTED);
+  CHECK_THAT(last_error(), Catch::Contains("bagua_comm_destroy came before it completed"));
+  int done = 0;
+  CHECK(bagua_test(tested, &done) == BAGUA_ERR_ABORTED);
+  CHECK(done == 1);
+  CHECK(never[0] == -1);
+  CHECK(never[1] == -1);
+}
+
+// The scheduler runs on its own split: it keeps working after the communicator it was made from is destroyed, and
+// its calls record errors as the thread's. Settings it cannot honour are refused at create (DECENTRALIZED on
+// BAGUA_TOPO_SHIFT_ONE with an odd number of ranks); ONEBIT ignores the compression settings it does not use.
+TEST_CASE("a scheduler outlives its parent communicator, and its settings are checked at create", "[api]") {
+  bagua_unique_id_t id{};
+  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
+  bagua_comm_t comm = nullptr;
+  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  bagua_scheduler_config_t cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
+  bagua_scheduler_t sched = nullptr;
+  cfg.algorithm = BAGUA_BUCKET_DECENTRALIZED;
+  cfg.topology = BAGUA_TOPO_SHIFT_ONE;
+  CHECK(bagua_scheduler_create(comm, &cfg, &sched) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("even number of ranks"));
+  CHECK(sched == nullptr);
+  cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
+  cfg.algorithm = BAGUA_BUCKET_ONEBIT;
+  bagua_compression_t stochastic = BAGUA_COMPRESSION_INITIALIZER;
+  stochastic.stochastic = 1;
+  cfg.compression = &stochastic;
+  REQUIRE(bagua_scheduler_create(comm, &cfg, &sched) == BAGUA_SUCCESS);
+  CHECK(bagua_scheduler_destroy(sched) == BAGUA_SUCCESS);
+
+  cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
+  REQUIRE(bagua_scheduler_create(comm, &cfg, &sched) == BAGUA_SUCCESS);
+  float grad[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  void* tensors[1] = {grad};
+  const size_t counts[1] = {8};
+  const bagua_datatype_t dtypes[1] = {BAGUA_FLOAT32};
+  REQUIRE(bagua_scheduler_register(sched, 1, tensors, counts, dtypes) == BAGUA_SUCCESS);
+  CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
+  CHECK(bagua_scheduler_mark_ready(sched, 0, nullptr) == BAGUA_SUCCESS);
+  CHECK(bagua_scheduler_wait(sched, nullptr) == BAGUA_SUCCESS);
+  CHECK(grad[7] == 8.0f);  // the average over one rank
+  CHECK(bagua_scheduler_mark_ready(sched, 3, nullptr) == BAGUA_ERR_INVALID_USAGE);
+  CHECK_THAT(last_error(), Catch::Contains("tensor 3 is not registered"));
+  bagua_scheduler_info_t info;
+  info.size = sizeof info;
+  CHECK(bagua_scheduler_get_info(sched, &info) == BAGUA_SUCCESS);
+  CHECK(info.steps == 1);
+  CHECK(bagua_scheduler_destroy(sched) == BAGUA_SUCCESS);
+}
+
+// Error feedback is kept in float32 whatever the dtype: a count that fits as fp16 but not as float32 is refused as
+// an argument, not reported as an internal error.
+TEST_CASE("a quantized state too large for its float32 error feedback is an invalid argument", "[api]") {
+  bagua_unique_id_t id{};
+  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
+  bagua_comm_t comm = nullptr;
+  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
+  cfg.error_feedback = 1;
+  bagua_qstate_t state = nullptr;
+  const size_t count = (size_t{1} << 61) + 1;  // 2^62 + 2 bytes of fp16, 2^63 + 4 of float32
+  CHECK(bagua_qstate_create(comm, count, BAGUA_FLOAT16, &cfg, &state) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("error feedback"));
+  CHECK(state == nullptr);
+  CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
+}

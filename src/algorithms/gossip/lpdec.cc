@@ -204,9 +204,16 @@ LpdecSlice LowPrecisionDecentralized::slice() {
 }
 
 void LowPrecisionDecentralized::step(float* x) {
-  DeviceRuntime& runtime = device_runtime();
   int x_device = -1;
-  const bool x_on_host = runtime.memory_type(x, &x_device) == MemoryType::kHost;
+  const bool x_on_host = device_runtime().memory_type(x, &x_device) == MemoryType::kHost;
+  if (device_ >= 0 && !x_on_host && x_device != device_)
+    fail(BAGUA_ERR_INVALID_ARGUMENT, "x is on device {}, the replicas on device {}", x_device, device_);
+  // A step that fails midway has changed replicas or error feedback on this rank and not on its peers.
+  after_sequence_taken(comm_, "an lpdec step", [&] { step_checked(x, x_on_host, x_device); });
+}
+
+void LowPrecisionDecentralized::step_checked(float* x, bool x_on_host, int x_device) {
+  DeviceRuntime& runtime = device_runtime();
   const size_t bytes = count_ * sizeof(float);
   if (device_ < 0 && x_on_host) return lpdec_step(comm_, codec_, slice(), steps_++, x);
   if (device_ < 0) {  // host replicas, x on a device: a host image of x, stepped and copied back
@@ -222,8 +229,6 @@ void LowPrecisionDecentralized::step(float* x) {
     });
     return;
   }
-  if (!x_on_host && x_device != device_)
-    fail(BAGUA_ERR_INVALID_ARGUMENT, "x is on device {}, the replicas on device {}", x_device, device_);
   // The caller's earlier work: the legacy default stream of the replicas' device (x's), whichever is current.
   runtime.on_device(device_, [&] { runtime.synchronize(nullptr, timeout_ms_); });
   if (!x_on_host) return step_on_device(x);
@@ -252,15 +257,8 @@ void LowPrecisionDecentralized::copy_replica(int which, float* out) const {
     runtime.synchronize(stream_, timeout_ms_);
     return;
   }
-  const float* replica = peer < 0 ? self_.data() : neighbours_.at(peer).data();
-  if (out_on_host) {
-    std::memcpy(out, replica, bytes);
-    return;
-  }
-  runtime.on_device(out_device, [&] {  // on the legacy default stream of out's device, as a step's copies
-    runtime.copy_async(out, replica, bytes, nullptr);
-    runtime.synchronize(nullptr, timeout_ms_);
-  });
+  // (Into device memory on the legacy default stream of out's device, as a step's copies.)
+  runtime.copy_from_host_to_any(out, peer < 0 ? self_.data() : neighbours_.at(peer).data(), bytes, timeout_ms_);
 }
 
 }  // namespace bagua

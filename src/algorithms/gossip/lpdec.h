@@ -55,6 +55,7 @@ class LowPrecisionDecentralized {
  private:
   LpdecSlice slice();
   int peer_of(int which) const;
+  void step_checked(float* x, bool x_on_host, int x_device);  // step's work, its arguments checked
   void step_on_device(float* x);
 
   Comm& comm_;

@@ -64,18 +64,8 @@ void gossip_rounds(Schedule& s, const Topology& topology, const std::vector<int>
   s.then(call_step([=] { weighted_sum_typed(dtype, output, input, self_weight, inputs, weights, count); }));
 }
 
-}  // namespace
-
-CallDetails neighbor_details(const Topology& topology, size_t count, uint64_t step) {
-  uint64_t h = mix_details(step, topology.hierarchical);
-  return {count, mix_details(h, hash_name(topology.describe().c_str()))};
-}
-
-std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& a,
-                                                    const ScheduleContext* taken) {
-  ScheduleContext ctx =
-      taken ? *taken
-            : make_context(comm, TagKind::kNeighbor, a.dtype, BAGUA_SUM, neighbor_details(topology, a.count, a.step));
+std::unique_ptr<Operation> build_neighbor_schedule(Comm& comm, const Topology& topology, const NeighborArgs& a,
+                                                   const ScheduleContext& ctx) {
   auto s = std::make_unique<Schedule>(ctx);
   std::string description =
       fmt::format("neighbor_allreduce #{} ({} x {}, {}{}, step {})", ctx.sequence, a.count, datatype_name(a.dtype),
@@ -134,6 +124,22 @@ std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& 
     spread.recvs.push_back({mine.front(), a.recvbuf, bytes});
   }
   return finished();
+}
+
+}  // namespace
+
+CallDetails neighbor_details(const Topology& topology, size_t count, uint64_t step) {
+  uint64_t h = mix_details(step, topology.hierarchical);
+  return {count, mix_details(h, hash_name(topology.describe().c_str()))};
+}
+
+std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& topology, const NeighborArgs& a,
+                                                    const ScheduleContext* taken) {
+  ScheduleContext ctx =
+      taken ? *taken
+            : make_context(comm, TagKind::kNeighbor, a.dtype, BAGUA_SUM, neighbor_details(topology, a.count, a.step));
+  return after_sequence_taken(comm, "neighbor_allreduce",
+                              [&] { return build_neighbor_schedule(comm, topology, a, ctx); });
 }
 
 }  // namespace bagua

@@ -55,7 +55,8 @@ Topology Topology::builtin(int n, bagua_topology_kind_t kind) {
     case BAGUA_TOPO_FULL: break;
     case BAGUA_TOPO_SHIFT_ONE:
       if (n % 2 != 0)
-        fail(BAGUA_ERR_INVALID_ARGUMENT, "BAGUA_TOPO_SHIFT_ONE pairs ranks: it needs an even size, not {}", n);
+        fail(BAGUA_ERR_INVALID_ARGUMENT, "BAGUA_TOPO_SHIFT_ONE pairs ranks: it needs an even number of them, not {}",
+             n);
       break;
     default:
       fail(BAGUA_ERR_INVALID_ARGUMENT, "topology kind {} is not a bagua_topology_kind_t", static_cast<int>(kind));

@@ -163,12 +163,18 @@ void QuantizedState::check_matches(const Comm& comm, size_t count, bagua_datatyp
 }
 
 void QuantizedState::residual(float* out) const {
-  std::fill(out, out + count_, 0.0f);
-  if (worker_error_ptr_ == nullptr) return;
-  std::memcpy(out, worker_error_ptr_, count_ * sizeof(float));
-  if (owner_error_ptr_ == worker_error_ptr_ + group_.block_offset(count_, group_.index)) return;  // shared array
-  size_t offset = group_.block_offset(count_, group_.index);
-  for (size_t i = 0; i < owner_error_.size(); ++i) out[offset + i] += owner_error_[i];
+  int out_device = -1;
+  const bool out_on_host = device_runtime().memory_type(out, &out_device) == MemoryType::kHost;
+  std::vector<float> staged(out_on_host ? 0 : count_);
+  float* sum = out_on_host ? out : staged.data();
+  std::fill(sum, sum + count_, 0.0f);
+  if (worker_error_ptr_ != nullptr) {
+    std::memcpy(sum, worker_error_ptr_, count_ * sizeof(float));
+    size_t offset = group_.block_offset(count_, group_.index);
+    if (owner_error_ptr_ != worker_error_ptr_ + offset)  // (else one shared array)
+      for (size_t i = 0; i < owner_error_.size(); ++i) sum[offset + i] += owner_error_[i];
+  }
+  if (!out_on_host) device_runtime().copy_from_host_to_any(out, sum, count_ * sizeof(float), timeout_ms_);
 }
 
 }  // namespace bagua

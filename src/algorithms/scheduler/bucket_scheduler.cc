@@ -89,7 +89,7 @@ bool BucketScheduler::hierarchy_applies() const {
     case BAGUA_BUCKET_DECENTRALIZED:
       for (const auto& host : comm_->hosts())
         if (host.size() != comm_->hosts().front().size()) return false;
-      return true;
+      return config_.topology != BAGUA_TOPO_SHIFT_ONE || comm_->nhosts() % 2 == 0;  // it pairs the hosts
     default: return true;
   }
 }
@@ -503,11 +503,9 @@ void BucketScheduler::residual(int tensor, float* out, size_t count) {
     fail(BAGUA_ERR_INVALID_USAGE, "residual during a step: call it after wait");
   wait_for_thread(lock, [&] { return done_generation_ >= generation_; });  // device steps still running
   auto err = error_.find(t.spec.dtype);
-  if (err == error_.end()) {
-    std::fill(out, out + count, 0.0f);
-    return;
-  }
-  std::memcpy(out, err->second.data() + t.spec.state_offset, count * sizeof(float));
+  std::vector<float> zeros(err == error_.end() ? count : 0, 0.0f);
+  const float* residual = err == error_.end() ? zeros.data() : err->second.data() + t.spec.state_offset;
+  device_runtime().copy_from_host_to_any(out, residual, count * sizeof(float), comm_->config().timeout_ms);
 }
 
 // ---- the scheduler's thread ----
