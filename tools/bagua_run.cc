@@ -17,6 +17,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -45,7 +46,8 @@ struct Options {
                "  -n N          number of ranks to start on this host\n"
                "  --bind auto   (default) when there are at least N cores, give each rank its own share of them\n"
                "  --bind none   leave placement to the scheduler\n"
-               "  --tag-output  prefix every output line with [rank]\n"
+               "  --tag-output  prefix every output line with [rank] (output that processes left behind by the\n"
+               "                ranks still hold open is read for 2 s after the last rank exits)\n"
                "  --keep-going  when a rank fails, let the others finish instead of stopping them\n");
   std::exit(2);
 }
@@ -248,19 +250,49 @@ int main(int argc, char** argv) {
   int first_failed = -1;
   bool stopping = false;
   auto kill_deadline = std::chrono::steady_clock::time_point::max();
+  // The ranks' process groups, also of those that have exited: what they started may still run (and hold their
+  // output pipes).
   auto signal_all = [&](int sig) {
-    for (Rank& rank : ranks)
-      if (rank.running) kill(-rank.pid, sig);  // the rank's whole process group
+    for (Rank& rank : ranks) kill(-rank.pid, sig);
+  };
+  // With --tag-output, once every rank has exited their pipes get this long to reach end of file; a process they
+  // left behind may hold a pipe open for ever.
+  constexpr auto kOutputGrace = std::chrono::seconds(2);
+  auto output_deadline = std::chrono::steady_clock::time_point::max();
+  auto output_open = [&] {
+    return std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.out_fd >= 0 || r.err_fd >= 0; });
+  };
+  auto close_outputs = [&] {
+    for (int r = 0; r < opt.nranks; ++r) {
+      for (auto [fd, partial, sink] : {std::make_tuple(&ranks[r].out_fd, &ranks[r].out_partial, stdout),
+                                       std::make_tuple(&ranks[r].err_fd, &ranks[r].err_partial, stderr)}) {
+        if (*fd < 0) continue;
+        if (!partial->empty()) std::fprintf(sink, "[%d] %s\n", r, partial->c_str());
+        partial->clear();
+        close(*fd);
+        *fd = -1;
+        std::fprintf(stderr, "bagua-run: rank %d exited, but a process it started still holds its %s; not waiting\n", r,
+                     sink == stdout ? "stdout" : "stderr");
+      }
+    }
   };
 
-  while (running > 0 || (opt.tag_output && std::any_of(ranks.begin(), ranks.end(),
-                                                       [](const Rank& r) { return r.out_fd >= 0 || r.err_fd >= 0; }))) {
+  while (running > 0 || (opt.tag_output && output_open())) {
     if (int sig = g_forward_signal) {
       g_forward_signal = 0;
       signal_all(sig);
+      if (running == 0) close_outputs();  // only output was left to wait for
       if (!stopping) {
         stopping = true;
         kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      }
+    }
+    if (running == 0 && opt.tag_output) {
+      const auto now = std::chrono::steady_clock::now();
+      if (output_deadline == std::chrono::steady_clock::time_point::max()) output_deadline = now + kOutputGrace;
+      if (now > output_deadline) {
+        close_outputs();
+        break;
       }
     }
     if (opt.tag_output) {

@@ -40,6 +40,20 @@ grep -q "rank 1 (pid [0-9]*) was killed by signal 9" "$tmp/err2" || { echo "FAIL
 grep -q "^\[0\] hello from 0$" "$tmp/out" && grep -q "^\[1\] hello from 1$" "$tmp/out" ||
   { cat "$tmp/out"; echo "FAIL: tagged output"; exit 1; }
 
+# --tag-output: a process a rank leaves behind, holding the rank's output, keeps bagua-run only about 2 s more.
+start=$(date +%s)
+LEFT="$tmp/left.pid" "$RUN" -n 1 --tag-output bash -c 'sleep 60 & echo $! > "$LEFT"; echo left behind' \
+  > "$tmp/out4" 2> "$tmp/err4"
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+kill "$(cat "$tmp/left.pid")" 2>/dev/null
+cat "$tmp/err4"
+[ "$rc" = 0 ] || { echo "FAIL: exit code $rc with a process left behind"; exit 1; }
+grep -q "^\[0\] left behind$" "$tmp/out4" || { cat "$tmp/out4"; echo "FAIL: output before the exit lost"; exit 1; }
+grep -q "rank 0 exited, but a process it started still holds its stdout" "$tmp/err4" ||
+  { echo "FAIL: no note on the held output"; exit 1; }
+[ "$elapsed" -lt 10 ] || { echo "FAIL: waited ${elapsed}s for a process left behind"; exit 1; }
+
 # SIGTERM to bagua-run reaches the ranks.
 "$RUN" -n 2 sleep 30 &
 pid=$!
