@@ -116,7 +116,8 @@ BAGUA_API bagua_status_t bagua_comm_init_from_env(bagua_comm_t* comm);
  * Requests of it still out stay valid: bagua_wait or bagua_test frees each, returning its operation's outcome, or
  * BAGUA_ERR_ABORTED (output undefined) where it had not completed. */
 BAGUA_API bagua_status_t bagua_comm_destroy(bagua_comm_t comm);
-/* Poisons the communicator with BAGUA_ERR_ABORTED and wakes any blocked call. Safe from any thread.
+/* Poisons the communicator with BAGUA_ERR_ABORTED and wakes any blocked call, also those of the bucket schedulers and
+ * asynchronous averaging made from it (which run on splits of their own). Safe from any thread.
  * It does not free: call bagua_comm_destroy afterwards. */
 BAGUA_API bagua_status_t bagua_comm_abort(bagua_comm_t comm);
 BAGUA_API bagua_status_t bagua_comm_rank(bagua_comm_t comm, int* rank);

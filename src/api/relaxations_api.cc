@@ -214,6 +214,7 @@ bagua_status_t bagua_async_average_start(bagua_comm_t comm, void* buf, size_t co
            "interval_ms {} is not below BAGUA_TIMEOUT ({} ms): the peers' rounds would time out waiting", interval_ms,
            c.config().timeout_ms);
     std::unique_ptr<Comm> own = c.split(0, c.rank());  // collective on comm
+    c.link_for_abort(*own);                            // bagua_comm_abort(comm) reaches the averager too
     auto made = std::make_unique<bagua_async_average>();
     made->impl = std::make_unique<AsyncAverager>(std::move(own), buf, count, dtype, interval_ms, device);
     *handle = made.release();

@@ -102,6 +102,7 @@ bagua_status_t bagua_scheduler_create(bagua_comm_t comm, const bagua_scheduler_c
            c.size());
     c.check_usable();
     std::unique_ptr<Comm> own = c.split(0, c.rank());  // collective on comm: the scheduler's thread's own
+    c.link_for_abort(*own);                            // bagua_comm_abort(comm) reaches the scheduler too
     auto made = std::make_unique<bagua_scheduler>();
     made->config = checked;
     made->impl = std::make_unique<BucketScheduler>(std::move(own), checked);

@@ -25,6 +25,10 @@ std::atomic<int> g_live_comms{0};
 Comm::Comm() { ++g_live_comms; }
 
 Comm::~Comm() {
+  if (auto parent = aborted_with_.lock()) {
+    std::lock_guard<std::mutex> lock(parent->mutex);
+    parent->linked.erase(std::remove(parent->linked.begin(), parent->linked.end(), this), parent->linked.end());
+  }
   if (idle_progress_) idle_progress_remove(this);
   device_proxy_.reset();  // finishes (or aborts) device operations while the engine still runs
   {
@@ -122,6 +126,14 @@ void Comm::abort() {
   // tear down here.
   if (auto lock = lock_within(engine_mutex_, std::chrono::milliseconds(1500)))
     fail_everything(BAGUA_ERR_ABORTED, "bagua_comm_abort was called");
+  std::lock_guard<std::mutex> lock(abort_links_->mutex);  // (a linked one is not destroyed meanwhile)
+  for (Comm* internal : abort_links_->linked) internal->abort();
+}
+
+void Comm::link_for_abort(Comm& internal) {
+  std::lock_guard<std::mutex> lock(abort_links_->mutex);
+  abort_links_->linked.push_back(&internal);
+  internal.aborted_with_ = abort_links_;
 }
 
 void Comm::begin_setup_operations(int count) {

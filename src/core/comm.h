@@ -73,8 +73,12 @@ class Comm {
   const std::vector<RankInfo>& ranks() const { return ranks_; }
   Deadline op_deadline() const { return Deadline::after_ms(config_.timeout_ms); }
 
-  // From any thread: poison with ABORTED and wake whatever is blocked.
+  // From any thread: poison with ABORTED and wake whatever is blocked, on this communicator and on those linked
+  // to it with link_for_abort.
   void abort();
+  // `internal`, a communicator the library made from this one for its own thread (a scheduler's or an averager's
+  // split), is aborted with it. The link goes when either is destroyed.
+  void link_for_abort(Comm& internal);
 
   // Progress engine. start() registers an operation and advances it once; test() drives everything and
   // says whether `op` finished; wait() blocks until it does. Both throw the operation's error. An operation
@@ -199,6 +203,13 @@ class Comm {
   };
   std::vector<Operation*> active_;
   std::vector<std::unique_ptr<Operation>> detached_;  // adopt_detached's, freed by the destructor
+  // link_for_abort: the communicators this one aborts, and the set this one is in (its parent's).
+  struct AbortLinks {
+    std::mutex mutex;
+    std::vector<Comm*> linked;
+  };
+  std::shared_ptr<AbortLinks> abort_links_ = std::make_shared<AbortLinks>();
+  std::weak_ptr<AbortLinks> aborted_with_;
   struct Watch {
     uint64_t events = 0;
     CoarseClock::time_point last_progress;

@@ -247,3 +247,30 @@ TEST_CASE("a quantized state too large for its float32 error feedback is an inva
   CHECK(state == nullptr);
   CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
 }
+
+// bagua_comm_abort reaches what the library runs on its own splits of the communicator: a scheduler's next step and
+// the averaging thread fail with ABORTED (without the link both would go on, on a healthy split).
+TEST_CASE("abort reaches the schedulers and averagers made from a communicator", "[api]") {
+  bagua_unique_id_t id{};
+  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
+  bagua_comm_t comm = nullptr;
+  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  bagua_scheduler_config_t cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
+  bagua_scheduler_t sched = nullptr;
+  REQUIRE(bagua_scheduler_create(comm, &cfg, &sched) == BAGUA_SUCCESS);
+  float grad[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  void* tensors[1] = {grad};
+  const size_t counts[1] = {8};
+  const bagua_datatype_t dtypes[1] = {BAGUA_FLOAT32};
+  REQUIRE(bagua_scheduler_register(sched, 1, tensors, counts, dtypes) == BAGUA_SUCCESS);
+  double weights[4] = {1, 2, 3, 4};
+  bagua_async_average_t averager = nullptr;
+  REQUIRE(bagua_async_average_start(comm, weights, 4, BAGUA_FLOAT64, 5, &averager) == BAGUA_SUCCESS);
+  CHECK(bagua_comm_abort(comm) == BAGUA_SUCCESS);
+  CHECK(bagua_scheduler_mark_ready(sched, 0, nullptr) == BAGUA_SUCCESS);
+  CHECK(bagua_scheduler_wait(sched, nullptr) == BAGUA_ERR_ABORTED);
+  CHECK_THAT(last_error(), Catch::Contains("abort"));
+  CHECK(bagua_async_average_stop(averager) == BAGUA_ERR_ABORTED);  // its last round ran on the aborted split
+  CHECK(bagua_scheduler_destroy(sched) == BAGUA_SUCCESS);
+  CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
+}
