@@ -251,7 +251,8 @@ int main(int argc, char** argv) {
   bool stopping = false;
   auto kill_deadline = std::chrono::steady_clock::time_point::max();
   // The ranks' process groups, also of those that have exited: what they started may still run (and hold their
-  // output pipes).
+  // output pipes). An exited rank is left a zombie until bagua-run ends (waitid's WNOWAIT below), so that its
+  // pid, and with it the group's id, cannot go to an unrelated process meanwhile.
   auto signal_all = [&](int sig) {
     for (Rank& rank : ranks) kill(-rank.pid, sig);
   };
@@ -320,23 +321,24 @@ int main(int argc, char** argv) {
     } else {
       usleep(20 * 1000);
     }
-    for (;;) {
-      int status = 0;
-      pid_t pid = waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) break;
-      for (int r = 0; r < opt.nranks; ++r) {
-        if (ranks[r].pid != pid || !ranks[r].running) continue;
-        ranks[r].running = false;
-        ranks[r].status = status;
-        --running;
-        if (failed(status) && first_failed < 0) {
-          first_failed = r;
-          std::fprintf(stderr, "bagua-run: rank %d (pid %d) %s\n", r, pid, describe_exit(status).c_str());
-          if (!opt.keep_going && !stopping) {
-            stopping = true;
-            signal_all(SIGTERM);
-            kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-          }
+    for (int r = 0; r < opt.nranks; ++r) {
+      if (!ranks[r].running) continue;
+      siginfo_t info{};
+      if (waitid(P_PID, ranks[r].pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != ranks[r].pid) continue;
+      const pid_t pid = ranks[r].pid;
+      const int status = info.si_code == CLD_EXITED
+                             ? W_EXITCODE(info.si_status, 0)
+                             : W_EXITCODE(0, info.si_status) | (info.si_code == CLD_DUMPED ? WCOREFLAG : 0);
+      ranks[r].running = false;
+      ranks[r].status = status;
+      --running;
+      if (failed(status) && first_failed < 0) {
+        first_failed = r;
+        std::fprintf(stderr, "bagua-run: rank %d (pid %d) %s\n", r, pid, describe_exit(status).c_str());
+        if (!opt.keep_going && !stopping) {
+          stopping = true;
+          signal_all(SIGTERM);
+          kill_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
         }
       }
     }
@@ -346,6 +348,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  for (const Rank& rank : ranks) waitpid(rank.pid, nullptr, 0);  // the zombies (every rank has exited)
   stop_root.store(true);
   root_thread.join();
   int failures = 0;

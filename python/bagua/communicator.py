@@ -8,7 +8,6 @@ Each operation has a non-blocking form, named with a leading i, that returns a R
 import contextlib
 import ctypes
 import enum
-import os
 import threading
 import weakref
 
@@ -151,25 +150,12 @@ def _collective(prepare):
     return blocking, nonblocking
 
 
-DEFAULT_TIMEOUT_SECONDS = 30.0  # BAGUA_TIMEOUT's default (docs/environment.md)
-
-
-def _timeout_from_env():
-    """The timeout bagua_comm_init_* takes from the environment: BAGUA_TIMEOUT seconds, else the default."""
-    try:
-        return float(os.environ.get("BAGUA_TIMEOUT") or DEFAULT_TIMEOUT_SECONDS)
-    except ValueError:  # (init would have refused it)
-        return DEFAULT_TIMEOUT_SECONDS
-
-
 class Communicator:
-    """A bagua communicator. Usable as a context manager that destroys it. `timeout` is its BAGUA_TIMEOUT in
-    seconds, for waits outside bagua that should give up with it (init_process_group's)."""
+    """A bagua communicator. Usable as a context manager that destroys it."""
 
-    def __init__(self, handle, parent=None, timeout=None):
+    def __init__(self, handle, parent=None):
         self._handle = handle
         self._parent = parent  # a split keeps its parent alive
-        self.timeout = timeout if timeout is not None else parent.timeout if parent else _timeout_from_env()
         self._dependents = weakref.WeakSet()  # states, topologies, ... freed before the communicator
         self._active = set()  # schedulers and averaging threads: held until closed, they use buffers
         self._requests = weakref.WeakSet()  # unfinished requests, finished before the communicator goes
@@ -199,7 +185,7 @@ class Communicator:
         handle = c_handle()
         call("comm_init_rank_config", ctypes.byref(handle), _int(nranks, "nranks"), uid, _int(rank, "rank"),
              ctypes.byref(config))
-        return cls(handle, timeout=None if timeout_ms is None else timeout_ms / 1000.0)
+        return cls(handle)
 
     def _h(self):
         if self._handle is None:
@@ -243,7 +229,7 @@ class Communicator:
         alive, in their old order; every survivor gets the same members. Raises RemoteError on a minority side."""
         handle = c_handle()
         call("comm_shrink", self._h(), ctypes.byref(handle))
-        return Communicator(handle, timeout=self.timeout)
+        return Communicator(handle)
 
     def async_error(self):
         """The communicator's poisoning error as an exception (None while healthy); never blocks."""

@@ -96,12 +96,9 @@ void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_reque
   try {  // the operation holds its sequence number: failing here leaves this rank out of step with its peers
     request = std::make_unique<bagua_request>();
     request->comm = handle;
-    if (op->on_device()) {
-      request->device = std::make_shared<DeviceCompletion>();
-    } else {
-      std::lock_guard<std::mutex> lock(handle->requests_mutex);
-      handle->open_requests.reserve(handle->open_requests.size() + 1);
-    }
+    if (op->on_device()) request->device = std::make_shared<DeviceCompletion>();
+    std::lock_guard<std::mutex> lock(handle->requests_mutex);
+    handle->open_requests.reserve(handle->open_requests.size() + 1);
   } catch (const std::bad_alloc&) {
     comm.fail_now(BAGUA_ERR_SYSTEM, "out of memory making a request");
     throw;
@@ -112,48 +109,48 @@ void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_reque
   } else {
     request->op = std::move(op);
     comm.start(*request->op);
-    std::lock_guard<std::mutex> lock(handle->requests_mutex);
-    handle->open_requests.push_back(request.get());  // (room reserved above)
   }
+  std::lock_guard<std::mutex> lock(handle->requests_mutex);
+  handle->open_requests.push_back(request.get());  // (room reserved above)
   *req = request.release();
 }
 
 void detach_open_requests(bagua_comm* handle) {
-  std::vector<std::unique_ptr<Operation>> operations;
   std::lock_guard<std::mutex> lock(handle->requests_mutex);
-  operations.reserve(handle->open_requests.size());
+  // Device requests: the proxy completes every one of them as the communicator goes (~DeviceProxy).
+  std::vector<bagua_request*> host;
+  std::vector<std::unique_ptr<Operation>*> slots;
   for (bagua_request* request : handle->open_requests) {
-    Operation& op = *request->op;
-    if (op.state() == Operation::State::kDone) {
-      request->detached_status = BAGUA_SUCCESS;
-    } else if (op.state() == Operation::State::kFailed) {
-      request->detached_status = op.status();
-      request->detached_error = op.error();
-    } else {
-      request->detached_status = BAGUA_ERR_ABORTED;
-      request->detached_error =
-          fmt::format("{}: bagua_comm_destroy came before it completed; its output is undefined", op.description());
-    }
-    request->detached = true;
-    request->comm = nullptr;
-    operations.push_back(std::move(request->op));
+    if (request->device) continue;
+    host.push_back(request);
+    slots.push_back(&request->op);
   }
+  std::vector<Comm::DetachedOutcome> outcomes = handle->impl->adopt_detached(slots);
+  // Nothing below throws: the requests change only once the communicator holds their operations.
+  for (size_t i = 0; i < host.size(); ++i) {
+    host[i]->detached = true;
+    host[i]->detached_status = outcomes[i].status;
+    host[i]->detached_error = std::move(outcomes[i].error);
+  }
+  for (bagua_request* request : handle->open_requests) request->comm = nullptr;
   handle->open_requests.clear();
-  handle->impl->adopt_detached(std::move(operations));
 }
 
 namespace {
 
-// The end of a host request that bagua_wait or bagua_test finished: off its communicator's list, then freed.
-void finish_host_request(bagua_request* req) {
-  bagua_comm* comm = req->comm;
-  comm->impl->forget(*req->op);
-  {
+// A request that bagua_wait or bagua_test finished: off its communicator's list (while it has one), then freed.
+void free_request(bagua_request* req) {
+  if (bagua_comm* comm = req->comm) {
     std::lock_guard<std::mutex> lock(comm->requests_mutex);
     auto& open = comm->open_requests;
     open.erase(std::remove(open.begin(), open.end(), req), open.end());
   }
   delete req;
+}
+
+void finish_host_request(bagua_request* req) {
+  req->comm->impl->forget(*req->op);
+  free_request(req);
 }
 
 // A request whose communicator was destroyed before it finished (detach_open_requests).
@@ -174,6 +171,12 @@ namespace {
 bool device_request_done(bagua_request* req) {
   DeviceCompletion& c = *req->device;
   if (c.done.load(std::memory_order_acquire)) return true;
+  if (req->comm == nullptr) {  // destroyed: its proxy completed every request as it went (never expected here)
+    c.status = BAGUA_ERR_ABORTED;
+    c.error = "bagua_comm_destroy came before the request completed";
+    c.done.store(true, std::memory_order_release);
+    return true;
+  }
   try {
     return req->comm->impl->device_proxy().complete_request(c);
   } catch (const std::exception& e) {  // (it reports runtime failures in the completion; this is out of memory)
@@ -189,7 +192,7 @@ bagua_status_t finish_device_request(bagua_request* req) {
   const DeviceCompletion& c = *req->device;
   if (c.status == BAGUA_SUCCESS) return BAGUA_SUCCESS;
   // (After the communicator's destruction the error is the thread's last, not the communicator's.)
-  return guarded(c.comm_destroyed ? nullptr : req->comm, "bagua_wait", [&] { throw Error(c.status, c.error); });
+  return guarded(req->comm, "bagua_wait", [&] { throw Error(c.status, c.error); });
 }
 
 CollectiveArgs alltoallv_args(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls, void* recvbuf,
@@ -458,7 +461,7 @@ bagua_status_t bagua_test(bagua_request_t req, int* done) {
     *done = device_request_done(req) ? 1 : 0;
     if (!*done) return BAGUA_IN_PROGRESS;
     bagua_status_t status = finish_device_request(req);
-    delete req;
+    free_request(req);
     return status;
   }
   bool finished = true;
@@ -482,7 +485,7 @@ bagua_status_t bagua_wait(bagua_request_t req) {
     Backoff backoff;
     while (!device_request_done(req)) backoff.idle();
     bagua_status_t status = finish_device_request(req);
-    delete req;
+    free_request(req);
     return status;
   }
   bagua_status_t status = guarded(comm, "bagua_wait", [&] { comm->impl->wait(*req->op); });

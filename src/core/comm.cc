@@ -25,6 +25,10 @@ std::atomic<int> g_live_comms{0};
 Comm::Comm() { ++g_live_comms; }
 
 Comm::~Comm() {
+  {  // destroyed, not aborted: what the library made from it goes on (the proxy below may abort this one)
+    std::lock_guard<std::mutex> lock(abort_links_->mutex);
+    abort_links_->linked.clear();
+  }
   if (auto parent = aborted_with_.lock()) {
     std::lock_guard<std::mutex> lock(parent->mutex);
     parent->linked.erase(std::remove(parent->linked.begin(), parent->linked.end(), this), parent->linked.end());
@@ -44,9 +48,22 @@ Comm::~Comm() {
   if (--g_live_comms == 0) release_scratch_cache();  // no communicator left to reuse it
 }
 
-void Comm::adopt_detached(std::vector<std::unique_ptr<Operation>> operations) {
-  std::lock_guard<std::timed_mutex> lock(engine_mutex_);
-  for (auto& op : operations) detached_.push_back(std::move(op));
+std::vector<Comm::DetachedOutcome> Comm::adopt_detached(const std::vector<std::unique_ptr<Operation>*>& slots) {
+  std::lock_guard<std::timed_mutex> lock(engine_mutex_);  // (the device proxy's thread advances host operations too)
+  std::vector<DetachedOutcome> outcomes(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Operation& op = **slots[i];
+    if (op.state() == Operation::State::kFailed) {
+      outcomes[i] = {op.status(), op.error()};
+    } else if (op.state() == Operation::State::kRunning) {
+      outcomes[i] = {BAGUA_ERR_ABORTED, fmt::format("{}: bagua_comm_destroy came before it completed; its output is "
+                                                    "undefined",
+                                                    op.description())};
+    }
+  }
+  detached_.reserve(detached_.size() + slots.size());
+  for (std::unique_ptr<Operation>* slot : slots) detached_.push_back(std::move(*slot));  // (no reallocation)
+  return outcomes;
 }
 
 DeviceProxy& Comm::device_proxy() {

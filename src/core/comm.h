@@ -98,9 +98,16 @@ class Comm {
   void wait(Operation& op);
   // Releases an operation the caller no longer tracks (finished or failed).
   void forget(Operation& op);
-  // Operations of requests still out when the communicator is destroyed: it fails them like its other operations
-  // and frees them once its transport has let go of their transfers.
-  void adopt_detached(std::vector<std::unique_ptr<Operation>> operations);
+  // Operations of requests still out when the communicator is about to be destroyed: takes each out of its slot
+  // (which is left empty) and returns, in order, what its request ends with (its status and error, or ABORTED where
+  // it had not finished), read under the engine's lock. The destructor fails the unfinished ones like its other
+  // operations and frees them all once the transport has let go of their transfers. Throws only before it takes
+  // anything.
+  struct DetachedOutcome {
+    bagua_status_t status = BAGUA_SUCCESS;
+    std::string error;
+  };
+  std::vector<DetachedOutcome> adopt_detached(const std::vector<std::unique_ptr<Operation>*>& slots);
 
   uint64_t next_collective_sequence() { return collective_sequence_++; }
   // Operations of the library's own when a communicator is made (its calibration), kept out of the caller's

@@ -145,8 +145,15 @@ void Comm::start(Operation& op) {
   TransportLock transport(*this);
   check_usable();
   check_stranded_messages(op);
-  op.set_trace_id(recorder_.begin(op.kind(), op.description()));
-  active_.push_back(&op);
+  try {  // the operation holds its sequence number: not starting it leaves this rank out of step with its peers
+    active_.reserve(active_.size() + 1);
+    watches_.reserve(watches_.size() + 1);
+    op.set_trace_id(recorder_.begin(op.kind(), op.description()));
+  } catch (const std::bad_alloc&) {
+    fail_everything(BAGUA_ERR_SYSTEM, fmt::format("out of memory starting {}", op.description()));
+    throw;
+  }
+  active_.push_back(&op);  // (room reserved above)
   watches_.push_back({&op, Watch{op.events(), CoarseClock::now()}});
   progress_all();
   if (op.state() == Operation::State::kDone) check_stranded_messages(op);

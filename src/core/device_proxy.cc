@@ -197,7 +197,6 @@ DeviceProxy::~DeviceProxy() {
   thread_.join();
   for (Entry& e : entries_) {
     heartbeat_ns_.store(steady_ns());  // (the monitor still watches: this thread ends the operations now)
-    if (e.completion) e.completion->comm_destroyed = true;
     e.op->fail(BAGUA_ERR_ABORTED, "the communicator was destroyed");
     finish(e, BAGUA_ERR_ABORTED, "the communicator was destroyed");
   }
@@ -216,7 +215,6 @@ DeviceProxy::~DeviceProxy() {
       for (const StreamSignal& signal : r.output.signals) give_back_signal(signal);
       r.completion->status = BAGUA_ERR_ABORTED;
       r.completion->error = "the communicator was destroyed before the request was waited for";
-      r.completion->comm_destroyed = true;
       r.completion->done.store(true, std::memory_order_release);
     }
     request_outputs_.clear();

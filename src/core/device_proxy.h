@@ -367,7 +367,6 @@ struct DeviceCompletion {
   bagua_status_t status = BAGUA_SUCCESS;
   std::string error;                      // written before done is set
   std::atomic<bool> output_waits{false};  // the host operation succeeded: its output waits for complete_request
-  bool comm_destroyed = false;            // completed by the communicator's destruction (written before done)
   // The tester's: the copy stream writes this word after the output copies, which were enqueued before the deadline.
   bool output_enqueued = false;
   StreamSignal output;

@@ -212,7 +212,6 @@ void DeviceProxy::drain(bool final) {  // final: what is still copied stays kept
         if (it->completion) {
           it->completion->status = BAGUA_ERR_CUDA;
           it->completion->error = "the copy of a request's output did not finish before the communicator was destroyed";
-          it->completion->comm_destroyed = true;
           it->completion->done.store(true, std::memory_order_release);
         }
         draining_bytes_ -= it->staging->bytes();
@@ -227,10 +226,7 @@ void DeviceProxy::drain(bool final) {  // final: what is still copied stays kept
   }
   for (Draining& d : done) {
     for (const StreamSignal& signal : d.signals) give_back_signal(signal);
-    if (d.completion) {
-      if (final) d.completion->comm_destroyed = true;
-      d.completion->done.store(true, std::memory_order_release);
-    }
+    if (d.completion) d.completion->done.store(true, std::memory_order_release);
   }
   // (their staging goes back as `done` ends)
 }

@@ -413,15 +413,19 @@ int failure(bagua_comm_t comm, bool quantized) {
   return 0;
 }
 
-// Rank 0 enqueues an allreduce that rank 1 never joins, then a second thread aborts.
+// Rank 0 enqueues an allreduce that rank 1 never joins (and a non-blocking one, left out until after the
+// communicator's destroy: its wait then returns ABORTED without touching the freed communicator), then a second
+// thread aborts.
 int abort_enqueued(bagua_comm_t comm) {
   void* stream = g_rt->create_stream(0);
   DevBuf b(1 << 16);
   b.upload(stream);
   sync(stream);
+  bagua_request_t left_out = nullptr;
   if (g_rank == 0) {
     MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
     MP_OK(bagua_allreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, stream));
+    MP_OK(bagua_iallreduce(b.dev, b.dev, b.host.size(), BAGUA_INT64, BAGUA_SUM, comm, &left_out));
     std::thread aborter([comm] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       MP_OK(bagua_comm_abort(comm));
@@ -446,6 +450,10 @@ int abort_enqueued(bagua_comm_t comm) {
     MP_CHECK(async != BAGUA_SUCCESS);
   }
   MP_OK(bagua_comm_destroy(comm));
+  if (left_out != nullptr) {
+    MP_CHECK(bagua_wait(left_out) == BAGUA_ERR_ABORTED);
+    MP_CHECK(std::strlen(bagua_get_last_error(nullptr)) > 0);
+  }
   return 0;
 }
 

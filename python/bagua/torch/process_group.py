@@ -9,27 +9,23 @@ import tempfile
 
 import torch.distributed as dist
 
-from .. import default_communicator
+from .. import ReduceOp, default_communicator
 
 
 def init_process_group(backend="gloo", comm=None, timeout=None):
     """torch.distributed.init_process_group for the ranks of comm (default: bagua.init()'s), same rank numbers.
 
-    On one host the rendezvous goes through a file that rank 0 creates and names to the others over bagua, so no
-    MASTER_ADDR or port is needed; rank 0 removes it at exit. Across hosts it is torch's env:// rendezvous, which
-    needs MASTER_ADDR and MASTER_PORT (torchrun sets them; bagua's own root then listens on MASTER_PORT + 1).
-    timeout (seconds) bounds the rendezvous and every later wait of the group; by default the communicator's."""
+    The rendezvous goes through a file that rank 0 creates and names to the others over bagua, so no MASTER_ADDR
+    or port is needed, where every rank sees rank 0's temporary folder (one host, or a shared TMPDIR); rank 0
+    removes it at exit. Otherwise it is torch's env:// rendezvous, which needs MASTER_ADDR and MASTER_PORT
+    (torchrun sets them; bagua's own root then listens on MASTER_PORT + 1), and without them it raises at once.
+    timeout (seconds or a timedelta) is torch's, for the rendezvous and the group's operations; None: torch's
+    default."""
     comm = comm or default_communicator()
-    seconds = comm.timeout if timeout is None else float(timeout)
-    options = dict(rank=comm.rank, world_size=comm.size, timeout=datetime.timedelta(seconds=seconds))
-    if comm.local_size != comm.size:
-        if not os.environ.get("MASTER_ADDR") or not os.environ.get("MASTER_PORT"):
-            raise RuntimeError(
-                "bagua.torch.init_process_group: the communicator spans hosts, so torch's rendezvous needs "
-                "MASTER_ADDR and MASTER_PORT (rank 0's host and a free port; bagua uses MASTER_PORT + 1 when it "
-                "takes its own rendezvous from them)")
-        dist.init_process_group(backend, init_method="env://", **options)
-        return
+    options = dict(rank=comm.rank, world_size=comm.size)
+    if timeout is not None:
+        options["timeout"] = timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(
+            seconds=float(timeout))
     name = bytearray(256)
     if comm.rank == 0:
         folder = tempfile.mkdtemp(prefix="bagua-torch-store-")
@@ -38,4 +34,14 @@ def init_process_group(backend="gloo", comm=None, timeout=None):
         name[:len(path)] = path
     comm.broadcast(name, root=0)
     path = bytes(name).rstrip(b"\0").decode()
-    dist.init_process_group(backend, init_method="file://" + path, **options)
+    seen_by_all = bytearray([1 if os.path.isdir(os.path.dirname(path)) else 0])  # (uint8)
+    comm.allreduce(seen_by_all, op=ReduceOp.MIN)
+    if seen_by_all[0] == 1:
+        dist.init_process_group(backend, init_method="file://" + path, **options)
+        return
+    if not os.environ.get("MASTER_ADDR") or not os.environ.get("MASTER_PORT"):
+        raise RuntimeError(
+            f"bagua.torch.init_process_group: some ranks do not see rank 0's temporary folder ({os.path.dirname(path)}"
+            "), so torch's rendezvous needs MASTER_ADDR and MASTER_PORT (rank 0's host and a free port; bagua uses "
+            "MASTER_PORT + 1 when it takes its own rendezvous from them), or a TMPDIR every rank shares")
+    dist.init_process_group(backend, init_method="env://", **options)

@@ -138,6 +138,9 @@ std::unique_ptr<Operation> build_neighbor_allreduce(Comm& comm, const Topology& 
   ScheduleContext ctx =
       taken ? *taken
             : make_context(comm, TagKind::kNeighbor, a.dtype, BAGUA_SUM, neighbor_details(topology, a.count, a.step));
+  // (With `taken`, the device proxy builds it inside the engine's pass, whose failure handling fails the
+  // communicator.)
+  if (taken) return build_neighbor_schedule(comm, topology, a, ctx);
   return after_sequence_taken(comm, "neighbor_allreduce",
                               [&] { return build_neighbor_schedule(comm, topology, a, ctx); });
 }
