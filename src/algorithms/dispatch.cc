@@ -514,13 +514,15 @@ std::unique_ptr<Operation> make_device_relaxation(Comm& comm, bagua_opkind_t kin
                                                   RelaxationBuilder build) {
   std::unique_ptr<DeviceOperation> staged = stage_buffers(comm, kind, stream, buffers.device, buffers.sendbuf,
                                                           buffers.bytes, buffers.recvbuf, buffers.bytes, false);
-  // Nothing can fail from here on: the sequence number is taken in call order.
+  // The sequence number is taken in call order, after everything that may refuse the call.
   ScheduleContext ctx = make_context(comm, tag_kind, dtype, op, details);
-  std::string description = fmt::format("{} #{} ({} bytes, device)", name, ctx.sequence, buffers.bytes);
-  staged->set_host_operation([build = std::move(build), device = staged.get(),
-                              ctx] { return build(device->staged_send(), device->staged_recv(), ctx); },
-                             description);
-  return staged;
+  return after_sequence_taken(comm, name, [&]() -> std::unique_ptr<Operation> {
+    std::string description = fmt::format("{} #{} ({} bytes, device)", name, ctx.sequence, buffers.bytes);
+    staged->set_host_operation([build = std::move(build), device = staged.get(),
+                                ctx] { return build(device->staged_send(), device->staged_recv(), ctx); },
+                               description);
+    return std::move(staged);
+  });
 }
 
 std::unique_ptr<Operation> make_device_computed_relaxation(
@@ -536,21 +538,24 @@ std::unique_ptr<Operation> make_device_computed_relaxation(
     device_op->compute_on_caller_stream(device_scratch_bytes, timed ? timestamps_at : DeviceOperation::kNoTimestamps);
   else
     device_op->take_device_scratch(device_scratch_bytes);
-  // Nothing can fail from here on: the sequence number is taken in call order.
+  // The sequence number is taken in call order, after everything that may refuse the call.
   ScheduleContext ctx = make_context(comm, tag_kind, dtype, op, details);
-  std::string description = fmt::format("{} #{} ({} bytes, device, compressed on the device{})", name, ctx.sequence,
-                                        buffers.bytes, on_caller_stream ? ", on the caller's stream" : "");
-  auto builder = std::make_shared<DeviceRelaxationBuilder>(std::move(build));
-  if (!on_caller_stream) {
-    DeviceOperation* self = device_op.get();
-    device_op->set_host_operation([builder, self, ctx] { return (*builder)(*self, ctx); }, description);
-    return device_op;
-  }
-  // Built at the call, on the staging the call takes (enqueue_input_on_caller_stream); handed over when it starts.
-  auto built = std::make_shared<std::unique_ptr<Operation>>();
-  device_op->lay_out_staging_at_start([builder, built, ctx](DeviceOperation& self) { *built = (*builder)(self, ctx); });
-  device_op->set_host_operation([builder, built] { return std::move(*built); }, description);
-  return device_op;
+  return after_sequence_taken(comm, name, [&]() -> std::unique_ptr<Operation> {
+    std::string description = fmt::format("{} #{} ({} bytes, device, compressed on the device{})", name, ctx.sequence,
+                                          buffers.bytes, on_caller_stream ? ", on the caller's stream" : "");
+    auto builder = std::make_shared<DeviceRelaxationBuilder>(std::move(build));
+    if (!on_caller_stream) {
+      DeviceOperation* self = device_op.get();
+      device_op->set_host_operation([builder, self, ctx] { return (*builder)(*self, ctx); }, description);
+      return std::move(device_op);
+    }
+    // Built at the call, on the staging the call takes (enqueue_input_on_caller_stream); handed over when it starts.
+    auto built = std::make_shared<std::unique_ptr<Operation>>();
+    device_op->lay_out_staging_at_start(
+        [builder, built, ctx](DeviceOperation& self) { *built = (*builder)(self, ctx); });
+    device_op->set_host_operation([builder, built] { return std::move(*built); }, description);
+    return std::move(device_op);
+  });
 }
 
 namespace {
