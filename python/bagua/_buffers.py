@@ -115,7 +115,9 @@ def _from_numpy(a, what, writable):
         raise InvalidArgumentError(f"{what}: the array is not C-contiguous (use numpy.ascontiguousarray)")
     if writable and not a.flags.writeable:
         raise InvalidArgumentError(f"{what}: the array is read-only")
-    return Buffer(a.__array_interface__["data"][0], a.size, dtype, keep=a)
+    # The interface is kept too: a NumPy scalar's is backed by a temporary array that lives as long as it does.
+    interface = a.__array_interface__
+    return Buffer(interface["data"][0], a.size, dtype, keep=(a, interface))
 
 
 def _from_buffer_protocol(obj, what, writable):
@@ -125,6 +127,8 @@ def _from_buffer_protocol(obj, what, writable):
         raise InvalidArgumentError(
             f"{what}: {type(obj).__name__} is neither a tensor, an array nor a buffer-protocol object"
         ) from None
+    except ValueError as e:  # a released memoryview
+        raise InvalidArgumentError(f"{what}: {e}") from None
     fmt = view.format
     if fmt and fmt[0] in "@=<>!":
         if fmt[0] in ">!" and _LITTLE_ENDIAN or fmt[0] == "<" and not _LITTLE_ENDIAN:

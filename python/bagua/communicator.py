@@ -14,7 +14,7 @@ import weakref
 from . import _buffers
 from ._buffers import as_buffer, order_after_current_stream, same_kind
 from ._library import CONFIG_MAGIC, CONFIG_UNDEF_INT, VERSION_CODE, Config, Stats, UniqueId, c_handle, call, lib
-from .errors import InvalidArgumentError, InvalidUsageError, error_for
+from .errors import BaguaError, InvalidArgumentError, InvalidUsageError, error_for
 
 
 class ReduceOp(enum.IntEnum):
@@ -62,12 +62,19 @@ def _redop(op):
         raise InvalidArgumentError(f"op {op!r} is not a ReduceOp") from None
 
 
-def _int(value, what):
+C_INT_RANGE = (-2**31, 2**31 - 1)
+SIZE_RANGE = (0, 2**64 - 1)  # size_t and uint64_t arguments
+
+
+def _int(value, what, bounds=C_INT_RANGE):
+    """An integer argument within the C type's range (ctypes would wrap it silently)."""
     if isinstance(value, bool) or not isinstance(value, int):
         try:
-            return int(value.__index__())
+            value = int(value.__index__())
         except AttributeError:
             raise InvalidArgumentError(f"{what} must be an integer, not {type(value).__name__}") from None
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        raise InvalidArgumentError(f"{what} {value} is outside [{bounds[0]}, {bounds[1]}]")
     return value
 
 
@@ -82,6 +89,7 @@ class Request:
         self._keep = keep
         self._result = result
         self._status = None
+        self._lock = threading.Lock()  # one thread at a time hands the handle to the library, which frees it
         comm._requests.add(self)
 
     def _finish(self, status):
@@ -99,20 +107,24 @@ class Request:
         return self._result
 
     def wait(self):
-        if self._handle is not None:
-            self._finish(lib.bagua_wait(self._handle))
+        with self._lock:  # (another thread's wait: this one returns with it)
+            if self._handle is not None:
+                self._finish(lib.bagua_wait(self._handle))  # bounded by the timeout
         return self._result_or_raise()
 
     def test(self):
-        if self._handle is not None:
-            done = ctypes.c_int(0)
-            status = lib.bagua_test(self._handle, ctypes.byref(done))
-            if not done.value:
-                if status not in (0, 1):
+        if not self._lock.acquire(blocking=False):
+            return False  # another thread waits for it or tests it now
+        try:
+            if self._handle is not None:
+                done = ctypes.c_int(0)
+                status = lib.bagua_test(self._handle, ctypes.byref(done))
+                if done.value or status not in (0, 1):
                     self._finish(status)
-                    self._result_or_raise()
-                return False
-            self._finish(status)
+        finally:
+            self._lock.release()
+        if self._handle is not None:
+            return False
         self._result_or_raise()
         return True
 
@@ -264,8 +276,10 @@ class Communicator:
         LowPrecisionDecentralized, AsyncAverage). Later calls raise InvalidUsageError."""
         if self._handle is not None:
             for request in list(self._requests):
-                if request._handle is not None:
-                    request._finish(lib.bagua_wait(request._handle))  # bounded by the timeout
+                try:
+                    request.wait()
+                except BaguaError:
+                    pass  # its error is the request's to report
             for dependent in list(self._active) + list(self._dependents):
                 try:
                     dependent.close()
@@ -287,7 +301,7 @@ class Communicator:
 
     # ---- operations ----
     def _in_out(self, sendbuf, recvbuf, writable_send=False):
-        send = as_buffer(sendbuf, "sendbuf", writable_send or recvbuf is None)
+        send = as_buffer(sendbuf, "sendbuf", writable_send or recvbuf is None or recvbuf is sendbuf)
         if recvbuf is None or recvbuf is sendbuf:
             return send, send, sendbuf
         recv = as_buffer(recvbuf, "recvbuf", True)
@@ -386,7 +400,7 @@ class Communicator:
     alltoall, ialltoall = _collective(_alltoall)
 
     def _counts(self, values, what, limit):
-        values = [_int(v, what) for v in values]
+        values = [_int(v, what, None) for v in values]
         if len(values) != self.size:
             raise InvalidArgumentError(f"alltoallv: {what} has {len(values)} entries, not {self.size}")
         if any(v < 0 for v in values):
@@ -494,7 +508,7 @@ class Communicator:
         if recv.count != send.count:
             raise InvalidArgumentError(
                 f"neighbor_allreduce: sendbuf has {send.count} elements, recvbuf {recv.count}")
-        return ((send.ptr, recv.ptr, send.count, send.dtype, topology._h(), _int(step, "step")),
+        return ((send.ptr, recv.ptr, send.count, send.dtype, topology._h(), _int(step, "step", SIZE_RANGE)),
                 (send, recv, topology), result)
 
     neighbor_allreduce, ineighbor_allreduce = _collective(_neighbor_allreduce)

@@ -10,6 +10,7 @@ import threading
 
 from ._buffers import DataType, as_buffer
 from ._library import COMPRESSION_MAGIC, VERSION_CODE, c_handle, call
+from .communicator import SIZE_RANGE, _int
 from .errors import InvalidArgumentError, InvalidUsageError
 
 
@@ -107,7 +108,7 @@ class QState(_Handle):
 
     def __init__(self, comm, count, dtype=DataType.FLOAT32, compression=None):
         self.compression = compression or Compression(error_feedback=True)
-        self.count = int(count)
+        self.count = _int(count, "count", SIZE_RANGE)
         cfg = self.compression.as_struct()
         handle = c_handle()
         call("qstate_create", comm._h(), self.count, int(dtype), ctypes.byref(cfg), ctypes.byref(handle))
@@ -202,7 +203,7 @@ class LowPrecisionDecentralized(_Handle):
         if out is None:
             out = array.array("f", bytes(4 * self.count))
         b = _float32(out, "out", self.count, host=True)
-        call("lpdec_replica", self._h(), int(which), b.ptr, b.count)
+        call("lpdec_replica", self._h(), _int(which, "which"), b.ptr, b.count)
         return out
 
 
@@ -224,9 +225,10 @@ class AsyncAverage:
         self._buf = as_buffer(buf, "buf", True)  # referenced until stop
         self._handle = c_handle()
         self._holder = None  # the thread that holds the lock
+        self._holder_lock = threading.Lock()  # orders the updates of _holder with the library's lock and unlock
         _finish_current_stream(self._buf)  # the averaging thread reads buf at once, on its own stream
         call("async_average_start", comm._h(), self._buf.ptr, self._buf.count, int(self._buf.dtype),
-             int(interval_ms), ctypes.byref(self._handle))
+             _int(interval_ms, "interval_ms"), ctypes.byref(self._handle))
         comm._active.add(self)
 
     def _h(self):
@@ -236,14 +238,14 @@ class AsyncAverage:
 
     def lock(self):
         call("async_average_lock", self._h())
-        self._holder = threading.get_ident()
+        with self._holder_lock:
+            self._holder = threading.get_ident()
 
     def unlock(self):
         h = self._h()
         _finish_current_stream(self._buf)  # the averaging thread reads buf once unlocked
-        try:
-            call("async_average_unlock", h)
-        finally:  # unlocked now, or refused because this thread did not hold the lock
+        with self._holder_lock:  # (a thread that locks meanwhile records itself after this)
+            call("async_average_unlock", h)  # refused when this thread does not hold the lock: _holder stays
             self._holder = None
 
     @contextlib.contextmanager

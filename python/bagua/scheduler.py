@@ -6,6 +6,7 @@ import enum
 
 from ._buffers import DataType, as_buffer
 from ._library import SCHEDULER_MAGIC, VERSION_CODE, SchedulerConfig, SchedulerInfo, c_handle, call
+from .communicator import SIZE_RANGE, _int
 from .errors import InvalidArgumentError, InvalidUsageError
 from .relaxations import Hierarchical, TopologyKind, _enum
 
@@ -32,9 +33,9 @@ class Scheduler:
         config = SchedulerConfig(
             ctypes.sizeof(SchedulerConfig), SCHEDULER_MAGIC, VERSION_CODE,
             int(_enum(BucketAlgorithm, algorithm, "algorithm")), int(op),
-            ctypes.pointer(self._compression) if self._compression is not None else None, int(bucket_bytes),
+            ctypes.pointer(self._compression) if self._compression is not None else None, _int(bucket_bytes, "bucket_bytes", SIZE_RANGE),
             int(bool(autotune)), int(_enum(Hierarchical, hierarchical, "hierarchical")),
-            int(_enum(TopologyKind, topology, "topology")), int(warmup_steps), float(beta1))
+            int(_enum(TopologyKind, topology, "topology")), _int(warmup_steps, "warmup_steps"), float(beta1))
         self._handle = c_handle()
         call("scheduler_create", comm._h(), ctypes.byref(config), ctypes.byref(self._handle))
         self._tensors = None
@@ -61,10 +62,10 @@ class Scheduler:
 
     def mark_ready(self, tensor, event=None):
         """Tensor is ready for this step (event: a cudaEvent_t handle to wait on for device tensors)."""
-        call("scheduler_mark_ready", self._h(), int(tensor), event)
+        call("scheduler_mark_ready", self._h(), _int(tensor, "tensor"), event)
 
     def mark_unused(self, tensor):
-        call("scheduler_mark_unused", self._h(), int(tensor))
+        call("scheduler_mark_unused", self._h(), _int(tensor, "tensor"))
 
     def skip_step(self):
         call("scheduler_skip_step", self._h())
@@ -73,7 +74,7 @@ class Scheduler:
         call("scheduler_wait", self._h(), getattr(stream, "cuda_stream", stream))
 
     def set_bucket_bytes(self, bucket_bytes):
-        call("scheduler_set_bucket_bytes", self._h(), int(bucket_bytes))
+        call("scheduler_set_bucket_bytes", self._h(), _int(bucket_bytes, "bucket_bytes", SIZE_RANGE))
 
     def info(self):
         info = SchedulerInfo()
@@ -86,7 +87,7 @@ class Scheduler:
         buf = as_buffer(out, "out", True)
         if buf.is_cuda or buf.dtype != DataType.FLOAT32:
             raise InvalidArgumentError("residual: out must be float32 in host memory")
-        call("scheduler_residual", self._h(), int(tensor), buf.ptr, buf.count)
+        call("scheduler_residual", self._h(), _int(tensor, "tensor"), buf.ptr, buf.count)
         return out
 
     def close(self):

@@ -129,3 +129,48 @@ def test_residual_needs_a_host_float32_buffer(comm):
             state.residual(np.zeros(8, np.float64))
         with pytest.raises(bagua.InvalidArgumentError, match="8"):
             state.residual(np.zeros(9, np.float32))
+
+
+def test_numpy_scalar_send_buffer_stays_alive(comm):
+    # A NumPy scalar's array interface is backed by a temporary array: the binding keeps it while the call runs.
+    out = np.zeros(1, np.float32)
+    comm.allreduce(np.float32(3.0), out)
+    assert out[0] == 3.0 * comm.size
+
+
+def test_in_place_on_a_read_only_buffer_raises(comm):
+    x = np.ones(4, np.float32)
+    x.flags.writeable = False
+    with pytest.raises(bagua.InvalidArgumentError, match="read-only"):
+        comm.allreduce(x, x)
+    with pytest.raises(bagua.InvalidArgumentError, match="read-only"):
+        comm.broadcast(memoryview(bytes(16)).cast("f"), memoryview(bytes(16)).cast("f"))  # (distinct objects)
+    assert (x == 1).all()
+    still_usable(comm)
+
+
+def test_integers_outside_the_c_range_raise(comm):
+    with pytest.raises(bagua.InvalidArgumentError, match="outside"):
+        comm.split(2**32 + 3)
+    with pytest.raises(bagua.InvalidArgumentError, match="outside"):
+        bagua.QState(comm, -1)
+    with pytest.raises(bagua.InvalidArgumentError, match="released"):
+        view = memoryview(np.ones(4, np.float32))
+        view.release()
+        comm.allreduce(view)
+    still_usable(comm)
+
+
+def test_a_request_waited_by_two_threads_finishes_once(comm):
+    import threading
+
+    x = np.ones(1 << 16, np.float32)
+    req = comm.iallreduce(x)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(req.wait())) for _ in range(2)]
+    for t in threads:
+        t.start()
+    req.test()  # a third caller meanwhile: false or true, never a second free
+    for t in threads:
+        t.join()
+    assert len(results) == 2 and all(r is x for r in results) and (x == comm.size).all()

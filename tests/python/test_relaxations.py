@@ -161,3 +161,29 @@ def test_async_average_stop_while_locked_keeps_the_handle(comm):
     avg.stop()  # a second stop does nothing
     with pytest.raises(bagua.InvalidUsageError):
         avg.unlock()
+
+
+def test_async_average_unlock_from_another_thread_keeps_the_holder(comm):
+    # A refused unlock (this thread does not hold the lock) must not forget who does: the holder's stop is still
+    # refused with the handle kept, and its unlock then works.
+    import threading
+
+    buf = np.full(64, float(comm.rank), np.float32)
+    avg = bagua.AsyncAverage(comm, buf, interval_ms=1)
+    avg.lock()
+    errors = []
+
+    def stranger():
+        try:
+            avg.unlock()
+        except bagua.InvalidUsageError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=stranger)
+    t.start()
+    t.join()
+    assert len(errors) == 1
+    with pytest.raises(bagua.InvalidUsageError, match="unlock first"):
+        avg.stop()
+    avg.unlock()
+    avg.stop()
