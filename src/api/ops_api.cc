@@ -66,15 +66,18 @@ bool open_group_holds(const bagua_comm* handle) {
 // Blocking form: post, then wait (inside a group: post now, wait in bagua_group_end).
 void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
   Comm& comm = *handle->impl;
-  if (op->on_device()) {  // stream-ordered: enqueued now, or with its group in bagua_group_end
-    std::unique_ptr<DeviceOperation> device_op(static_cast<DeviceOperation*>(op.release()));
-    if (t_group.depth > 0)
-      t_group.device.push_back(std::move(device_op));
-    else
-      comm.device_proxy().submit(std::move(device_op));
-    return;
-  }
-  if (t_group.depth > 0) {
+  if (!op->on_device() && t_group.depth == 0) return run_to_completion(comm, *op);
+  // Handed on, not waited for here: the operation holds its sequence number, so failing to hand it on (out of
+  // memory) leaves this rank out of step with its peers.
+  after_sequence_taken(comm, "a blocking call", [&] {
+    if (op->on_device()) {  // stream-ordered: enqueued now, or with its group in bagua_group_end
+      std::unique_ptr<DeviceOperation> device_op(static_cast<DeviceOperation*>(op.release()));
+      if (t_group.depth > 0)
+        t_group.device.push_back(std::move(device_op));
+      else
+        comm.device_proxy().submit(std::move(device_op));
+      return;
+    }
     auto request = std::make_unique<bagua_request>();
     request->comm = handle;
     request->op = std::move(op);
@@ -85,34 +88,31 @@ void run_blocking(bagua_comm* handle, std::unique_ptr<Operation> op) {
     t_group.posted.reserve(t_group.posted.size() + 1);  // once started, it must reach the list
     comm.start(*request->op);
     t_group.posted.push_back(std::move(request));
-    return;
-  }
-  run_to_completion(comm, *op);
+  });
 }
 
 void post_request(bagua_comm* handle, std::unique_ptr<Operation> op, bagua_request_t* req) {
   Comm& comm = *handle->impl;
-  std::unique_ptr<bagua_request> request;
-  try {  // the operation holds its sequence number: failing here leaves this rank out of step with its peers
-    request = std::make_unique<bagua_request>();
+  // The operation holds its sequence number: failing to post it (out of memory) leaves this rank out of step.
+  after_sequence_taken(comm, "a request", [&] {
+    auto request = std::make_unique<bagua_request>();
     request->comm = handle;
-    if (op->on_device()) request->device = std::make_shared<DeviceCompletion>();
+    {
+      std::lock_guard<std::mutex> lock(handle->requests_mutex);
+      handle->open_requests.reserve(handle->open_requests.size() + 1);
+    }
+    if (op->on_device()) {
+      request->device = std::make_shared<DeviceCompletion>();
+      comm.device_proxy().submit(std::unique_ptr<DeviceOperation>(static_cast<DeviceOperation*>(op.release())),
+                                 request->device);
+    } else {
+      request->op = std::move(op);
+      comm.start(*request->op);
+    }
     std::lock_guard<std::mutex> lock(handle->requests_mutex);
-    handle->open_requests.reserve(handle->open_requests.size() + 1);
-  } catch (const std::bad_alloc&) {
-    comm.fail_now(BAGUA_ERR_SYSTEM, "out of memory making a request");
-    throw;
-  }
-  if (request->device) {
-    comm.device_proxy().submit(std::unique_ptr<DeviceOperation>(static_cast<DeviceOperation*>(op.release())),
-                               request->device);
-  } else {
-    request->op = std::move(op);
-    comm.start(*request->op);
-  }
-  std::lock_guard<std::mutex> lock(handle->requests_mutex);
-  handle->open_requests.push_back(request.get());  // (room reserved above)
-  *req = request.release();
+    handle->open_requests.push_back(request.get());  // (room reserved above)
+    *req = request.release();
+  });
 }
 
 void detach_open_requests(bagua_comm* handle) {
