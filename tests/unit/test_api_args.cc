@@ -10,6 +10,26 @@
 
 namespace {
 std::string last_error() { return bagua_get_last_error(nullptr); }
+
+bagua_comm_t one_rank_comm() {
+  bagua_unique_id_t id{};
+  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
+  bagua_comm_t comm = nullptr;
+  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  return comm;
+}
+
+// A scheduler with the default settings and one float32 tensor, registered.
+bagua_scheduler_t scheduler_of_one_tensor(bagua_comm_t comm, float* tensor, size_t count) {
+  bagua_scheduler_config_t cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
+  bagua_scheduler_t sched = nullptr;
+  REQUIRE(bagua_scheduler_create(comm, &cfg, &sched) == BAGUA_SUCCESS);
+  void* tensors[1] = {tensor};
+  const size_t counts[1] = {count};
+  const bagua_datatype_t dtypes[1] = {BAGUA_FLOAT32};
+  REQUIRE(bagua_scheduler_register(sched, 1, tensors, counts, dtypes) == BAGUA_SUCCESS);
+  return sched;
+}
 }  // namespace
 
 TEST_CASE("status strings and version", "[api]") {
@@ -77,10 +97,7 @@ TEST_CASE("init_from_env without launcher variables names what to set", "[api]")
 }
 
 TEST_CASE("abort poisons a communicator and destroy still works", "[api]") {
-  bagua_unique_id_t id;
-  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
-  bagua_comm_t comm = nullptr;
-  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  bagua_comm_t comm = one_rank_comm();
   CHECK(bagua_comm_abort(comm) == BAGUA_SUCCESS);
   CHECK(bagua_barrier(comm, nullptr) == BAGUA_ERR_ABORTED);
   CHECK_THAT(std::string(bagua_get_last_error(comm)), Catch::Contains("abort"));
@@ -94,10 +111,7 @@ TEST_CASE("abort poisons a communicator and destroy still works", "[api]") {
 // in-place form runs, an overlap that is not in place, a NULL buffer, an overflowing count, a bad op or root is
 // refused with INVALID_ARGUMENT, and a refused call leaves the output untouched.
 TEST_CASE("collective argument rules: in place, overlap, NULL, overflow, op and root", "[api]") {
-  bagua_unique_id_t id{};
-  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
-  bagua_comm_t comm = nullptr;
-  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  bagua_comm_t comm = one_rank_comm();
   float buf[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   float out[8] = {0};
   const size_t huge = SIZE_MAX / 2;
@@ -164,10 +178,7 @@ TEST_CASE("collective argument rules: in place, overlap, NULL, overflow, op and 
 // leaves its out-parameter alone. (Under AddressSanitizer this also shows that nothing reads the freed
 // communicator.)
 TEST_CASE("requests outlive their destroyed communicator, and a refused shrink keeps newcomm", "[api]") {
-  bagua_unique_id_t id{};
-  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
-  bagua_comm_t comm = nullptr;
-  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  bagua_comm_t comm = one_rank_comm();
   int32_t in[4] = {1, 2, 3, 4}, out[4] = {0, 0, 0, 0}, never[2] = {-1, -1};
   bagua_request_t summed = nullptr, waited = nullptr, tested = nullptr;
   REQUIRE(bagua_iallreduce(in, out, 4, BAGUA_INT32, BAGUA_SUM, comm, &summed) == BAGUA_SUCCESS);
@@ -192,10 +203,7 @@ TEST_CASE("requests outlive their destroyed communicator, and a refused shrink k
 // its calls record errors as the thread's. Settings it cannot honour are refused at create (DECENTRALIZED on
 // BAGUA_TOPO_SHIFT_ONE with an odd number of ranks); ONEBIT ignores the compression settings it does not use.
 TEST_CASE("a scheduler outlives its parent communicator, and its settings are checked at create", "[api]") {
-  bagua_unique_id_t id{};
-  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
-  bagua_comm_t comm = nullptr;
-  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  bagua_comm_t comm = one_rank_comm();
   bagua_scheduler_config_t cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
   bagua_scheduler_t sched = nullptr;
   cfg.algorithm = BAGUA_BUCKET_DECENTRALIZED;
@@ -211,13 +219,8 @@ TEST_CASE("a scheduler outlives its parent communicator, and its settings are ch
   REQUIRE(bagua_scheduler_create(comm, &cfg, &sched) == BAGUA_SUCCESS);
   CHECK(bagua_scheduler_destroy(sched) == BAGUA_SUCCESS);
 
-  cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
-  REQUIRE(bagua_scheduler_create(comm, &cfg, &sched) == BAGUA_SUCCESS);
   float grad[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  void* tensors[1] = {grad};
-  const size_t counts[1] = {8};
-  const bagua_datatype_t dtypes[1] = {BAGUA_FLOAT32};
-  REQUIRE(bagua_scheduler_register(sched, 1, tensors, counts, dtypes) == BAGUA_SUCCESS);
+  sched = scheduler_of_one_tensor(comm, grad, 8);
   CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
   CHECK(bagua_scheduler_mark_ready(sched, 0, nullptr) == BAGUA_SUCCESS);
   CHECK(bagua_scheduler_wait(sched, nullptr) == BAGUA_SUCCESS);
@@ -234,10 +237,7 @@ TEST_CASE("a scheduler outlives its parent communicator, and its settings are ch
 // Error feedback is kept in float32 whatever the dtype: a count that fits as fp16 but not as float32 is refused as
 // an argument, not reported as an internal error.
 TEST_CASE("a quantized state too large for its float32 error feedback is an invalid argument", "[api]") {
-  bagua_unique_id_t id{};
-  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
-  bagua_comm_t comm = nullptr;
-  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
+  bagua_comm_t comm = one_rank_comm();
   bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER;
   cfg.error_feedback = 1;
   bagua_qstate_t state = nullptr;
@@ -251,18 +251,9 @@ TEST_CASE("a quantized state too large for its float32 error feedback is an inva
 // bagua_comm_abort reaches what the library runs on its own splits of the communicator: a scheduler's next step and
 // the averaging thread fail with ABORTED (without the link both would go on, on a healthy split).
 TEST_CASE("abort reaches the schedulers and averagers made from a communicator", "[api]") {
-  bagua_unique_id_t id{};
-  REQUIRE(bagua_get_unique_id(&id) == BAGUA_SUCCESS);
-  bagua_comm_t comm = nullptr;
-  REQUIRE(bagua_comm_init_rank(&comm, 1, id, 0) == BAGUA_SUCCESS);
-  bagua_scheduler_config_t cfg = BAGUA_SCHEDULER_CONFIG_INITIALIZER;
-  bagua_scheduler_t sched = nullptr;
-  REQUIRE(bagua_scheduler_create(comm, &cfg, &sched) == BAGUA_SUCCESS);
+  bagua_comm_t comm = one_rank_comm();
   float grad[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  void* tensors[1] = {grad};
-  const size_t counts[1] = {8};
-  const bagua_datatype_t dtypes[1] = {BAGUA_FLOAT32};
-  REQUIRE(bagua_scheduler_register(sched, 1, tensors, counts, dtypes) == BAGUA_SUCCESS);
+  bagua_scheduler_t sched = scheduler_of_one_tensor(comm, grad, 8);
   double weights[4] = {1, 2, 3, 4};
   bagua_async_average_t averager = nullptr;
   REQUIRE(bagua_async_average_start(comm, weights, 4, BAGUA_FLOAT64, 5, &averager) == BAGUA_SUCCESS);
