@@ -12,6 +12,7 @@ import threading
 import weakref
 
 from . import _buffers
+from ._args import SIZE_RANGE, _int
 from ._buffers import as_buffer, order_after_current_stream, same_kind
 from ._library import CONFIG_MAGIC, CONFIG_UNDEF_INT, VERSION_CODE, Config, Stats, UniqueId, c_handle, call, lib
 from .errors import BaguaError, InvalidArgumentError, InvalidUsageError, error_for
@@ -60,22 +61,6 @@ def _redop(op):
         return int(op)
     except (TypeError, ValueError):
         raise InvalidArgumentError(f"op {op!r} is not a ReduceOp") from None
-
-
-C_INT_RANGE = (-2**31, 2**31 - 1)
-SIZE_RANGE = (0, 2**64 - 1)  # size_t and uint64_t arguments
-
-
-def _int(value, what, bounds=C_INT_RANGE):
-    """An integer argument within the C type's range (ctypes would wrap it silently)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(value.__index__())
-        except AttributeError:
-            raise InvalidArgumentError(f"{what} must be an integer, not {type(value).__name__}") from None
-    if bounds is not None and not bounds[0] <= value <= bounds[1]:
-        raise InvalidArgumentError(f"{what} {value} is outside [{bounds[0]}, {bounds[1]}]")
-    return value
 
 
 class Request:

@@ -8,9 +8,9 @@ import dataclasses
 import enum
 import threading
 
+from ._args import SIZE_RANGE, _int
 from ._buffers import DataType, as_buffer
 from ._library import COMPRESSION_MAGIC, VERSION_CODE, c_handle, call
-from .communicator import SIZE_RANGE, _int
 from .errors import InvalidArgumentError, InvalidUsageError
 
 

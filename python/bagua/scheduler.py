@@ -4,9 +4,9 @@ backward hooks in any order, wait at the end of the step."""
 import ctypes
 import enum
 
+from ._args import SIZE_RANGE, _int
 from ._buffers import DataType, as_buffer
 from ._library import SCHEDULER_MAGIC, VERSION_CODE, SchedulerConfig, SchedulerInfo, c_handle, call
-from .communicator import SIZE_RANGE, _int
 from .errors import InvalidArgumentError, InvalidUsageError
 from .relaxations import Hierarchical, TopologyKind, _enum
 
