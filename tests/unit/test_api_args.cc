@@ -265,3 +265,52 @@ TEST_CASE("abort reaches the schedulers and averagers made from a communicator",
   CHECK(bagua_scheduler_destroy(sched) == BAGUA_SUCCESS);
   CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
 }
+
+// The less common calls' arguments: NULL handles and pointers, bad compression settings, an overflowing count, a
+// count or `which` that does not match, a bad flag, a short stats struct. Each is refused with INVALID_ARGUMENT and
+// changes nothing: the lpdec made afterwards steps, and its replica is the input (one rank).
+TEST_CASE("lpdec, request, topology and stats arguments", "[api]") {
+  bagua_comm_t comm = one_rank_comm();
+  float x[4] = {1, 2, 3, 4}, out[5] = {0, 0, 0, 0, 0};
+  bagua_compression_t cfg = BAGUA_COMPRESSION_INITIALIZER, three_bits = BAGUA_COMPRESSION_INITIALIZER;
+  three_bits.bits = 3;
+  bagua_lpdec_t lp = nullptr;
+  CHECK(bagua_lpdec_create(comm, 4, &cfg, x, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_lpdec_create(nullptr, 4, &cfg, x, &lp) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_lpdec_create(comm, 4, &three_bits, x, &lp) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("bits"));
+  CHECK(bagua_lpdec_create(comm, 4, &cfg, nullptr, &lp) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_lpdec_create(comm, SIZE_MAX / 2, &cfg, x, &lp) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK_THAT(last_error(), Catch::Contains("overflows"));
+  CHECK(lp == nullptr);
+  REQUIRE(bagua_lpdec_create(comm, 4, &cfg, x, &lp) == BAGUA_SUCCESS);
+  CHECK(bagua_lpdec_step(nullptr, x) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_lpdec_step(lp, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_lpdec_replica(lp, 2, out, 4) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_lpdec_replica(lp, 0, out, 5) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_lpdec_replica(lp, 0, nullptr, 4) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(out[0] == 0);
+  CHECK(bagua_lpdec_step(lp, x) == BAGUA_SUCCESS);
+  CHECK(bagua_lpdec_replica(lp, 0, out, 4) == BAGUA_SUCCESS);
+  CHECK(out[3] == x[3]);
+  CHECK(bagua_lpdec_destroy(lp) == BAGUA_SUCCESS);
+  CHECK(bagua_lpdec_destroy(nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
+
+  int done = -1;
+  CHECK(bagua_wait(nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_test(nullptr, &done) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(done == -1);
+
+  bagua_topology_t topo = nullptr;
+  REQUIRE(bagua_topology_create(comm, BAGUA_TOPO_RING, &topo) == BAGUA_SUCCESS);
+  CHECK(bagua_topology_set_hierarchical(topo, 2) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_topology_set_hierarchical(nullptr, 1) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_topology_destroy(topo) == BAGUA_SUCCESS);
+
+  bagua_stats_t stats{};
+  stats.size = 3;
+  CHECK(bagua_comm_get_stats(comm, &stats) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_comm_get_stats(comm, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_comm_dump_trace(nullptr, nullptr) == BAGUA_ERR_INVALID_ARGUMENT);
+  CHECK(bagua_comm_destroy(comm) == BAGUA_SUCCESS);
+}
