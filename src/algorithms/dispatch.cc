@@ -250,20 +250,26 @@ const AlgorithmSelector& selector_of(Comm& comm) {
   return static_cast<SelectorAttachment*>(comm.attachment())->selector;
 }
 
-void prepare_selection(Comm& comm) {
+void prepare_selection(Comm& comm, Comm* parent) {
   selector_of(comm);
   AlgorithmSelector& selector = static_cast<SelectorAttachment*>(comm.attachment())->selector;
   selector.set_ranks_share_cores(comm.ranks_outnumber_cores());
-  // Every rank sees the same times, so every rank decides the same.
-  const std::vector<SharedCopyTimes> times = time_alltoall_copies(comm);
-  if (!times.empty()) selector.set_shared_copy_factor(shared_copy_curve(times));
-  for (const SharedCopyTimes& t : times)
-    BAGUA_DEBUG(
-        "alltoall of {} KiB blocks through shared segments took {:.2f}x the time of single-copy reads ({:.1f} against "
-        "{:.1f} us): {}",
-        t.block_bytes >> 10, t.factor(), t.shm_us, t.single_copy_us,
-        measured_factor_decides(t.factor()) ? "the cost model uses that there"
-                                            : "the cost model keeps its constant there");
+  if (parent != nullptr && parent->size() == comm.size()) {  // (the same on every rank: all of them joined)
+    selector.set_shared_copy_factor(selector_of(*parent).model().shared_copy_factor);
+    BAGUA_DEBUG("shared-copy factor taken from the parent communicator (the same ranks)");
+  } else {
+    // Every rank sees the same times, so every rank decides the same.
+    const std::vector<SharedCopyTimes> times = time_alltoall_copies(comm);
+    if (!times.empty()) selector.set_shared_copy_factor(shared_copy_curve(times));
+    for (const SharedCopyTimes& t : times)
+      BAGUA_DEBUG(
+          "alltoall of {} KiB blocks through shared segments took {:.2f}x the time of single-copy reads ({:.1f} "
+          "against "
+          "{:.1f} us): {}",
+          t.block_bytes >> 10, t.factor(), t.shm_us, t.single_copy_us,
+          measured_factor_decides(t.factor()) ? "the cost model uses that there"
+                                              : "the cost model keeps its constant there");
+  }
   for (int c = 0; c < static_cast<int>(Collective::kCount); ++c)
     for (size_t bytes = 0; bytes <= (size_t{64} << 20); bytes = bytes == 0 ? 1024 : bytes * 16)
       selector.choose(static_cast<Collective>(c), bytes, comm.size(), comm.hosts());

@@ -82,8 +82,10 @@ void check_algorithm_rules(const Config& config);
 const AlgorithmSelector& selector_of(Comm& comm);
 // Makes comm's selector and runs its choice once for every collective over the range of sizes, so that the first
 // operations do not pay for parsing the rules and for the first use of this code and libm's tables (about 150 us
-// on the development VM). The API layer calls it once a communicator is made.
-void prepare_selection(Comm& comm);
+// on the development VM). The API layer calls it once a communicator is made. The shared-copy factor is measured
+// (algorithms/calibration.h), or, for a split with every rank of its parent (`parent`, the same processes on the
+// same cores), taken from the parent: about a third of such a split's time on the 2-core VM.
+void prepare_selection(Comm& comm, Comm* parent = nullptr);
 
 // A collective call: checks, sequence number, algorithm, operation. `suffix` ends its description (", internal").
 // Device buffers give a stream-ordered operation on args.stream (core/device_proxy.h) for the caller to submit.

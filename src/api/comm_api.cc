@@ -160,7 +160,7 @@ bagua_status_t bagua_comm_split(bagua_comm_t comm, int color, int key, bagua_com
     }
     auto handle = std::make_unique<bagua_comm>();
     handle->impl = std::move(child);
-    prepare_selection(*handle->impl);
+    prepare_selection(*handle->impl, &c);
     *newcomm = handle.release();
   });
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The alltoall calibration at init (docs/algorithms.md, "Measured at init"): mp_init on 2 ranks forms two
-# communicators of one host, and with debug logging each rank logs one calibration line per communicator and block
-# size (two sizes, or one where the ranks outnumber the cores), the same factor and decision on both ranks. Skipped (77) where cross-memory attach is off: no shared
+# communicators of one host (and a split of both ranks, which takes its parent's factor), and with debug logging each
+# rank logs one calibration line per communicator it measures and block size (two sizes, or one where the ranks outnumber the cores), the same factor and decision on both ranks. Skipped (77) where cross-memory attach is off: no shared
 # segments, nothing to calibrate.
 #   calibration_check.sh BAGUA_RUN MP_INIT
 set -euo pipefail
@@ -19,6 +19,9 @@ case $count in
   4) grep -q "ranks on this machine share" <<<"$out" || { echo "FAIL: one block size, yet the ranks have their own cores"; exit 1; } ;;
   *) echo "FAIL: expected 8 calibration lines (2 ranks x 2 communicators x 2 block sizes), or 4 where ranks share cores"; exit 1 ;;
 esac
+# mp_init's split of every rank takes its parent's factor: one line per rank, and no calibration of its own.
+[ "$(grep -c "shared-copy factor taken from the parent communicator" <<<"$out")" = 2 ] ||
+  { echo "FAIL: the split of every rank did not take its parent's factor"; exit 1; }
 # Two distinct lines at most: one per communicator, each logged identically by both ranks.
 [ "$(sort <<<"$lines" | uniq -c | awk '$1 % 2 != 0' | wc -l)" = 0 ] || { echo "FAIL: the ranks disagree"; exit 1; }
 echo "ok"

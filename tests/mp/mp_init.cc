@@ -1,5 +1,6 @@
 // Under bagua-run -n N: every rank forms the communicator, sees the right rank/size/local values,
-// passes barriers, forms a second communicator (after a refused attempt on the last rank), and destroys both.
+// passes barriers, forms a second communicator (after a refused attempt on the last rank) and a split of every rank
+// in reverse order, and destroys them.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -41,6 +42,15 @@ int main() {
   MP_CHECK(second_rank == rank);
   MP_OK(bagua_barrier(second, nullptr));
   MP_OK(bagua_barrier(comm, nullptr));
+  // A split with every rank takes its parent's measured shared-copy factor instead of timing again
+  // (calibration_check.sh counts the log lines).
+  bagua_comm_t everyone = nullptr;
+  MP_OK(bagua_comm_split(comm, 0, size - 1 - rank, &everyone));
+  int everyone_rank = -1;
+  MP_OK(bagua_comm_rank(everyone, &everyone_rank));
+  MP_CHECK(everyone_rank == size - 1 - rank);
+  MP_OK(bagua_barrier(everyone, nullptr));
+  MP_OK(bagua_comm_destroy(everyone));
   MP_OK(bagua_comm_destroy(second));
   MP_OK(bagua_barrier(comm, nullptr));
   MP_OK(bagua_comm_destroy(comm));
