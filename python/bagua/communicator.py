@@ -478,6 +478,8 @@ class Communicator:
                 f"quantized_allreduce: sendbuf has {send.count} elements, recvbuf {recv.count}")
         if compression is None:
             compression = state.compression if state is not None else Compression()
+        if not isinstance(compression, Compression):
+            raise InvalidArgumentError(f"compression must be a bagua.Compression, not {type(compression).__name__}")
         cfg = compression.as_struct()
         return ((send.ptr, recv.ptr, send.count, send.dtype, _redop(op), ctypes.byref(cfg),
                  state._h() if state is not None else None), (send, recv, cfg, state), result)

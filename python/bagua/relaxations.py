@@ -145,8 +145,12 @@ class Topology(_Handle):
         if len(src) != len(dst) or (weights is not None and len(weights) != len(src)):
             raise InvalidArgumentError("from_edges: src, dst and weights must have one entry per edge")
         n = len(src)
-        c_src, c_dst = (ctypes.c_int * n)(*src), (ctypes.c_int * n)(*dst)
-        c_weights = None if weights is None else (ctypes.c_double * n)(*weights)
+        c_src = (ctypes.c_int * n)(*[_int(v, "src") for v in src])
+        c_dst = (ctypes.c_int * n)(*[_int(v, "dst") for v in dst])
+        try:
+            c_weights = None if weights is None else (ctypes.c_double * n)(*[float(w) for w in weights])
+        except (TypeError, ValueError):
+            raise InvalidArgumentError("from_edges: weights must be numbers") from None
         handle = c_handle()
         call("topology_create_from_edges", comm._h(), n, c_src, c_dst, c_weights, int(bool(metropolis_hastings)),
              ctypes.byref(handle))

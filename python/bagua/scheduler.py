@@ -33,7 +33,8 @@ class Scheduler:
         config = SchedulerConfig(
             ctypes.sizeof(SchedulerConfig), SCHEDULER_MAGIC, VERSION_CODE,
             int(_enum(BucketAlgorithm, algorithm, "algorithm")), int(op),
-            ctypes.pointer(self._compression) if self._compression is not None else None, _int(bucket_bytes, "bucket_bytes", SIZE_RANGE),
+            ctypes.pointer(self._compression) if self._compression is not None else None,
+            _int(bucket_bytes, "bucket_bytes", SIZE_RANGE),
             int(bool(autotune)), int(_enum(Hierarchical, hierarchical, "hierarchical")),
             int(_enum(TopologyKind, topology, "topology")), _int(warmup_steps, "warmup_steps"), float(beta1))
         self._handle = c_handle()
@@ -61,7 +62,12 @@ class Scheduler:
         self._tensors = bufs  # keeps the tensors alive
 
     def mark_ready(self, tensor, event=None):
-        """Tensor is ready for this step (event: a cudaEvent_t handle to wait on for device tensors)."""
+        """Tensor is ready for this step (event: a cudaEvent_t handle to wait on for device tensors; a
+        torch.cuda.Event's handle is its cuda_event)."""
+        if event is not None and not isinstance(event, int):
+            event = getattr(event, "cuda_event", event)  # a torch.cuda.Event
+            if not isinstance(event, int):
+                raise InvalidArgumentError(f"event must be a cudaEvent_t handle (an int), not {type(event).__name__}")
         call("scheduler_mark_ready", self._h(), _int(tensor, "tensor"), event)
 
     def mark_unused(self, tensor):

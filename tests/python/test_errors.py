@@ -174,3 +174,24 @@ def test_a_request_waited_by_two_threads_finishes_once(comm):
     for t in threads:
         t.join()
     assert len(results) == 2 and all(r is x for r in results) and (x == comm.size).all()
+
+
+def test_wrong_kinds_of_arguments_raise_invalid_argument(comm):
+    with pytest.raises(bagua.InvalidArgumentError, match="src"):
+        bagua.Topology.from_edges(comm, [0.5], [0])
+    with pytest.raises(bagua.InvalidArgumentError, match="weights"):
+        bagua.Topology.from_edges(comm, [0], [0], weights=["heavy"])
+    with pytest.raises(bagua.InvalidArgumentError, match="Compression"):
+        comm.quantized_allreduce(np.ones(4, np.float32), compression={"bits": 4})
+    x = np.ones(4, np.float32)
+    sched = bagua.Scheduler(comm)
+    try:
+        sched.register([x])
+        with pytest.raises(bagua.InvalidArgumentError, match="cudaEvent_t"):
+            sched.mark_ready(0, event="after the copy")
+        sched.mark_ready(0)
+        sched.wait()
+        assert (x == 1).all()  # the average of ones
+    finally:
+        sched.close()
+    still_usable(comm)
